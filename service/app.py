@@ -1,0 +1,59 @@
+"""create_app(): the FastAPI application, its lifespan (Redis, arq pool, done-channel listener) and error mapping."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from arq import create_pool
+from arq.connections import RedisSettings
+from fastapi import FastAPI
+
+from .core.backends import load_servers
+from .core.catalog import Catalog
+from .core.events import Listener
+from .core.keys import Keys
+from .core.settings import Settings, get_settings
+from .core.store import Store
+from .deps import Services
+from .errors import install_error_handlers
+from .routes import batches, health, servers
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API for these settings. The servers file is read here, so a bad one stops start-up at once."""
+    settings = settings or get_settings()
+    registry = load_servers(settings.servers)
+    keys = Keys(settings.key_prefix)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        redis = await create_pool(RedisSettings.from_dsn(settings.redis_url), default_queue_name=keys.queue)
+        done = Listener(redis, keys.done_channel)
+        await done.start()
+        catalog = Catalog(redis, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)
+        app.state.services = Services(
+            settings=settings,
+            keys=keys,
+            registry=registry,
+            redis=redis,
+            store=Store(redis, keys, settings.retention_seconds, done),
+            catalog=catalog,
+        )
+        try:
+            yield
+        finally:
+            await done.stop()
+            await redis.aclose()
+
+    app = FastAPI(
+        title="mcp-batch",
+        version="1",
+        summary="Durable batches of MCP tool calls, run by arq workers under shared limits.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(batches.router)
+    app.include_router(servers.router)
+    app.include_router(health.router)
+    return app

@@ -1,0 +1,58 @@
+"""The exceptions core code raises; only the HTTP layer turns them into status codes.
+
+MCPBatchError
+ ├── ConfigError          the servers file (or an environment variable it names) is wrong: start-up stops
+ ├── BatchNotFound        no batch with that id (or it expired)
+ ├── InvalidBatch         the request is malformed as a whole; `problems` lists every fault
+ └── BackendError         a backend could not be reached or broke mid-call (worker side)
+      └── BackendTimeout  the backend did not answer within the call's timeout
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class MCPBatchError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(MCPBatchError):
+    """The configuration is unusable; the message names the server and the field."""
+
+
+class BatchNotFound(MCPBatchError):
+    """No batch with this id exists (never created, or past its retention)."""
+
+    def __init__(self, batch_id: str) -> None:
+        super().__init__(f"batch {batch_id!r} not found")
+        self.batch_id = batch_id
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One fault in a request: where (`loc`, like pydantic's) and what, never the offending value."""
+
+    loc: tuple[str | int, ...]
+    msg: str
+    type: str = "value_error"
+
+
+class InvalidBatch(MCPBatchError):
+    """The batch is rejected whole; nothing was stored or queued."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(f"{'.'.join(map(str, p.loc))}: {p.msg}" for p in problems))
+        self.problems = problems
+
+
+class BackendError(MCPBatchError):
+    """A backend failed outside the tool's own answer (unreachable, crashed, protocol error)."""
+
+    code = "backend_error"
+
+
+class BackendTimeout(BackendError):
+    """The backend did not answer in time."""
+
+    code = "timeout"

@@ -1,0 +1,56 @@
+"""Every Redis key and channel the service uses, all under one prefix (default `mcpb`).
+
+Per batch (all expire `retention_seconds` after the batch finishes, and are kept alive while it runs):
+    {p}:batch:{id}            hash    the batch's settings, status, timestamps and counters
+    {p}:batch:{id}:calls      list    one JSON call spec per item, in submitted order
+    {p}:batch:{id}:results    hash    item index -> JSON result record, written once when the item finishes
+    {p}:batch:{id}:failed     zset    failed item ids, scored by index (ordered failed_ids / failed_indexes)
+Per backend:
+    {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
+Shared:
+    {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)
+    {p}:events:done           channel a batch id, published once when that batch reaches a terminal status
+    {p}:events:wake           channel published after each enqueue, so idle workers poll at once
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names for one deployment prefix."""
+
+    prefix: str = "mcpb"
+
+    def batch(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}"
+
+    def calls(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:calls"
+
+    def results(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:results"
+
+    def failed(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:failed"
+
+    def batch_keys(self, batch_id: str) -> list[str]:
+        """All keys of one batch, in the order the store's scripts expect them."""
+        return [self.batch(batch_id), self.calls(batch_id), self.results(batch_id), self.failed(batch_id)]
+
+    def tools(self, server: str) -> str:
+        return f"{self.prefix}:tools:{server}"
+
+    @property
+    def queue(self) -> str:
+        return f"{self.prefix}:queue"
+
+    @property
+    def done_channel(self) -> str:
+        return f"{self.prefix}:events:done"
+
+    @property
+    def wake_channel(self) -> str:
+        return f"{self.prefix}:events:wake"

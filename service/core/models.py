@@ -1,0 +1,162 @@
+"""The batch request, the item result, the batch document, and the status enums with their terminal sets."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Mode(StrEnum):
+    """How a batch's calls are scheduled."""
+
+    concurrent = "concurrent"
+    serial = "serial"
+
+
+class OnError(StrEnum):
+    """What a failing item does to the rest of the batch."""
+
+    continue_ = "continue"
+    stop = "stop"
+
+
+class BatchStatus(StrEnum):
+    """Where a batch is in its life."""
+
+    queued = "queued"
+    running = "running"
+    completed = "completed"
+
+
+TERMINAL_BATCH = frozenset({BatchStatus.completed})
+
+
+class ItemStatus(StrEnum):
+    """Where one call is; every status but `pending` and `running` is final."""
+
+    pending = "pending"
+    running = "running"
+    ok = "ok"
+    error = "error"
+    unknown_server = "unknown_server"
+    unknown_tool = "unknown_tool"
+    timeout = "timeout"
+    skipped = "skipped"
+
+
+TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running})
+# Terminal statuses that count as failures (and trigger on_error=stop).
+FAILED_ITEM = frozenset(TERMINAL_ITEM - {ItemStatus.ok, ItemStatus.skipped})
+
+
+class Call(BaseModel):
+    """One MCP tool call in a batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description="Caller's id for this call, unique in the batch; default: index.",
+    )
+    server: str = Field(min_length=1, max_length=200, description="Backend name from the servers file.")
+    tool: str = Field(min_length=1, max_length=200, description="Tool name on that backend.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
+
+
+class BatchRequest(BaseModel):
+    """Body of `POST /v1/batches`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: list[Call] = Field(description="The calls, in order; at least one, at most the configured maximum.")
+    mode: Mode = Field(Mode.concurrent, description="`concurrent`: up to max_concurrency at once; `serial`: in order.")
+    on_error: OnError = Field(
+        OnError.continue_, description="`stop`: start nothing new after the first failing item; the rest are skipped."
+    )
+    max_concurrency: int | None = Field(
+        None, ge=1, description="Calls of this batch in flight at once (concurrent mode); default from settings."
+    )
+
+
+class ItemError(BaseModel):
+    """Why an item did not succeed. The message never repeats argument values."""
+
+    code: str = Field(description="Machine-readable cause, e.g. tool_error, backend_unavailable, timeout.")
+    message: str = Field(description="Human-readable explanation.")
+    type: str = Field(description="Error family: tool, backend, timeout, validation, batch.")
+    details: dict[str, Any] | None = Field(None, description="Extra structured facts (never argument values).")
+
+
+class ItemResult(BaseModel):
+    """One call's result as it stands: pending, running, or finished."""
+
+    index: int = Field(description="Zero-based position in the submitted calls.")
+    id: str = Field(description="The call's id.")
+    server: str
+    tool: str
+    status: ItemStatus
+    content: list[dict[str, Any]] | None = Field(None, description="MCP content blocks the tool returned.")
+    structured_content: Any = Field(None, description="The tool's structured result, if any.")
+    is_error: bool | None = Field(None, description="The tool's own isError flag, when the tool answered.")
+    error: ItemError | None = None
+    elapsed_seconds: float | None = Field(None, description="Time spent in the backend call.")
+    started_at: str | None = Field(None, description="When the call was dispatched (ISO 8601, UTC).")
+    finished_at: str | None = Field(None, description="When the call finished (ISO 8601, UTC).")
+    worker: str | None = Field(None, description="The worker process that ran the call.")
+
+
+class Counts(BaseModel):
+    """How many items are in each state."""
+
+    total: int
+    succeeded: int
+    failed: int
+    pending: int
+    running: int
+    skipped: int
+
+
+class BatchDocument(BaseModel):
+    """The aggregated response document of a batch."""
+
+    id: str
+    status: BatchStatus
+    ok: bool = Field(description="True only when the batch is finished and every item is ok.")
+    mode: Mode
+    on_error: OnError
+    max_concurrency: int
+    counts: Counts
+    failed_ids: list[str] = Field(description="Ids of failed items, in index order.")
+    failed_indexes: list[int] = Field(description="Indexes of failed items, in order.")
+    stopped_at: int | None = Field(description="Index of the item that stopped the batch (on_error=stop).")
+    results: list[ItemResult] = Field(description="Item results in index order (the page asked for).")
+    results_offset: int = Field(0, description="Index of the first item in `results`.")
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    elapsed_seconds: float = Field(description="From submit to finish (or to now, while it runs).")
+
+
+class ToolInfo(BaseModel):
+    """A backend tool as its tools/list describes it."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    annotations: dict[str, Any] | None = None
+
+
+class ServerInfo(BaseModel):
+    """A configured backend, without its headers or environment."""
+
+    name: str
+    transport: str = Field(description="`stdio` or `http` (streamable HTTP).")
+    timeout_seconds: float
+    max_concurrency: int | None
+    rate_limit: dict[str, float] | None
+    tools: list[ToolInfo] | None = Field(description="Cached tools/list; null when the backend could not be reached.")
+    tools_error: str | None = Field(None, description="Why the tools could not be listed.")

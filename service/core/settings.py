@@ -1,0 +1,41 @@
+"""One settings object for API, worker and CLI, read from `MCP_BATCH_*` environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything configurable; built once at start-up and passed down."""
+
+    model_config = SettingsConfigDict(env_prefix="MCP_BATCH_", env_nested_delimiter="__", extra="ignore")
+
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis that API and workers share.")
+    servers: Path = Field(Path("servers.json"), description="The servers file (mcpServers JSON).")
+    key_prefix: str = Field("mcpb", description="Prefix of every Redis key, so several deployments can share a Redis.")
+
+    max_calls_per_batch: int = Field(10_000, ge=1, description="Most calls one batch may hold.")
+    default_max_concurrency: int = Field(16, ge=1, description="A batch's max_concurrency when it gives none.")
+    max_concurrency_ceiling: int = Field(256, ge=1, description="Largest max_concurrency a batch may ask for.")
+    retention_seconds: int = Field(86_400, ge=60, description="How long a batch and its results are kept.")
+    max_wait_seconds: float = Field(60.0, ge=0, description="Longest ?wait a GET may hold.")
+
+    default_timeout_seconds: float = Field(30.0, gt=0, description="Per-call timeout for servers that set none.")
+    connect_timeout_seconds: float = Field(20.0, gt=0, description="Longest time to open a backend session.")
+    tools_refresh_seconds: float = Field(300.0, gt=0, description="How long a backend's cached tools/list is used.")
+
+    worker_max_jobs: int = Field(50, ge=1, description="Batches one worker process runs at once.")
+    worker_idle_poll_seconds: float = Field(
+        0.5, gt=0, description="Fallback queue poll when no wake-up arrives (new work wakes workers at once)."
+    )
+    job_timeout_seconds: int = Field(86_400, ge=1, description="Longest time one batch job may run on a worker.")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment once."""
+    return Settings()

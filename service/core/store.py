@@ -1,0 +1,271 @@
+"""The only code that reads and writes batch keys: create, advance (finish one item and claim the next), load, wait.
+
+Items are claimed through a cursor (`claimed`) rather than a list of pending indexes, so a batch of any size costs
+O(1) to queue; an item's state is derived: a result record means finished, an index below the cursor without one
+means running, above it pending (or skipped once `stopped_at` is set). Finishing and claiming are one Lua script,
+so a worker makes one Redis round trip per item, and a result is counted exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from .errors import BatchNotFound
+from .events import Listener
+from .keys import Keys
+from .models import (
+    FAILED_ITEM,
+    TERMINAL_BATCH,
+    BatchDocument,
+    BatchRequest,
+    BatchStatus,
+    Counts,
+    ItemResult,
+    ItemStatus,
+    Mode,
+    OnError,
+)
+
+_CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
+
+# KEYS: meta, calls, results, failed
+# ARGV: index (-1: none), record, status, item id, want ('1'/'0'), now, retention ms, channel, batch id
+_ADVANCE = """
+local meta, calls, results, failed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local index, retention = tonumber(ARGV[1]), tonumber(ARGV[7])
+if redis.call('EXISTS', meta) == 0 then return {-2} end
+if index >= 0 and redis.call('HSETNX', results, index, ARGV[2]) == 1 then
+  redis.call('HINCRBY', meta, 'finished', 1)
+  redis.call('HINCRBY', meta, 'n:' .. ARGV[3], 1)
+  redis.call('PEXPIRE', results, retention)
+  if ARGV[3] ~= 'ok' and ARGV[3] ~= 'skipped' then
+    redis.call('ZADD', failed, index, ARGV[4])
+    redis.call('PEXPIRE', failed, retention)
+    if redis.call('HGET', meta, 'on_error') == 'stop' then redis.call('HSETNX', meta, 'stopped_at', index) end
+  end
+end
+local m = redis.call('HMGET', meta, 'status', 'total', 'claimed', 'finished', 'stopped_at')
+local status, total, claimed, finished, stopped = m[1], tonumber(m[2]), tonumber(m[3]), tonumber(m[4]), m[5]
+if status == 'completed' then return {-1} end
+if finished == total or (stopped and finished == claimed) then
+  redis.call('HSET', meta, 'status', 'completed', 'finished_at', ARGV[6])
+  for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, retention) end
+  redis.call('PUBLISH', ARGV[8], ARGV[9])
+  return {-1}
+end
+if ARGV[5] == '1' and not stopped and claimed < total then
+  redis.call('HSET', meta, 'claimed', claimed + 1)
+  if status == 'queued' then redis.call('HSET', meta, 'status', 'running', 'started_at', ARGV[6]) end
+  redis.call('PEXPIRE', meta, retention)
+  redis.call('PEXPIRE', calls, retention)
+  return {claimed, redis.call('LINDEX', calls, claimed)}
+end
+return {-1}
+"""
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 in UTC (None stays None)."""
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+def new_batch_id() -> str:
+    """A fresh, unguessable batch id."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An item handed to a worker: its index and its call spec."""
+
+    index: int
+    id: str
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BatchMeta:
+    """What a worker needs to schedule a batch."""
+
+    mode: Mode
+    max_concurrency: int
+    status: BatchStatus
+
+
+class Store:
+    """Batch persistence over one Redis connection pool."""
+
+    def __init__(self, redis: Redis, keys: Keys, retention_seconds: int, done: Listener | None = None) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.retention_ms = retention_seconds * 1000
+        self._done = done  # the API's listener on the done channel; workers do not wait
+        self._advance = redis.register_script(_ADVANCE)
+
+    async def create(self, request: BatchRequest, max_concurrency: int, batch_id: str | None = None) -> str:
+        """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing."""
+        batch_id = batch_id or new_batch_id()
+        meta, calls, _, _ = self.keys.batch_keys(batch_id)
+        specs = [
+            json.dumps({"id": c.id or str(i), "server": c.server, "tool": c.tool, "arguments": c.arguments})
+            for i, c in enumerate(request.calls)
+        ]
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(
+                meta,
+                mapping={
+                    "status": BatchStatus.queued.value,
+                    "mode": request.mode.value,
+                    "on_error": request.on_error.value,
+                    "max_concurrency": max_concurrency,
+                    "total": len(specs),
+                    "claimed": 0,
+                    "finished": 0,
+                    "created_at": repr(time.time()),
+                },
+            )
+            for start in range(0, len(specs), _CHUNK):
+                pipe.rpush(calls, *specs[start : start + _CHUNK])
+            pipe.pexpire(meta, self.retention_ms)
+            pipe.pexpire(calls, self.retention_ms)
+            await pipe.execute()
+        return batch_id
+
+    async def delete(self, batch_id: str) -> None:
+        """Remove every key of a batch (used when it could not be queued)."""
+        await self.redis.delete(*self.keys.batch_keys(batch_id))
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        raw = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "status"))
+        if raw is None:
+            raise BatchNotFound(batch_id)
+        return BatchStatus(raw.decode())
+
+    async def meta(self, batch_id: str) -> BatchMeta:
+        fields = ["mode", "max_concurrency", "status"]
+        raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), fields))
+        if raw[0] is None:
+            raise BatchNotFound(batch_id)
+        mode, concurrency, status = (cast(bytes, value).decode() for value in raw)
+        return BatchMeta(Mode(mode), int(concurrency), BatchStatus(status))
+
+    async def advance(
+        self, batch_id: str, worker: str, finished: tuple[Claim, dict[str, Any]] | None, want_next: bool
+    ) -> Claim | None:
+        """Record a finished item (if any) and claim the next one (if wanted and allowed), in one round trip."""
+        if finished is not None:
+            claim, record = finished
+            args: list[Any] = [claim.index, json.dumps(record), record["status"], claim.id]
+        else:
+            args = [-1, "", "", ""]
+        args += ["1" if want_next else "0", repr(time.time()), self.retention_ms, self.keys.done_channel, batch_id]
+        reply = await self._advance(keys=self.keys.batch_keys(batch_id), args=args)
+        index = int(reply[0])
+        if index < 0:
+            return None
+        spec = json.loads(reply[1])
+        return Claim(index, spec["id"], spec["server"], spec["tool"], spec["arguments"])
+
+    async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
+        """Assemble the batch document, building only the results page asked for."""
+        meta_k, calls_k, results_k, failed_k = self.keys.batch_keys(batch_id)
+        end = -1 if limit is None else offset + limit - 1
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(meta_k)
+            pipe.lrange(calls_k, offset, end)
+            if limit is None:
+                pipe.hgetall(results_k)
+            else:
+                pipe.hmget(results_k, list(range(offset, offset + limit)) or [0])
+            pipe.zrange(failed_k, 0, -1, withscores=True)
+            raw_meta, raw_calls, raw_results, raw_failed = await pipe.execute()
+        if not raw_meta:
+            raise BatchNotFound(batch_id)
+        meta = {k.decode(): v.decode() for k, v in raw_meta.items()}
+        if limit is None:
+            records = {int(k): v for k, v in raw_results.items()}
+        else:
+            records = {offset + i: v for i, v in enumerate(raw_results) if v is not None}
+        return _render(batch_id, meta, offset, raw_calls, records, raw_failed)
+
+    async def wait(self, batch_id: str, timeout: float) -> None:
+        """Return when the batch is terminal or `timeout` passes; woken by the done channel, not by polling."""
+        if self._done is None:
+            raise RuntimeError("this store has no done-channel listener")
+        with self._done.watch(batch_id) as event:
+            if await self.status(batch_id) in TERMINAL_BATCH or timeout <= 0:
+                return
+            try:
+                async with asyncio.timeout(timeout):
+                    await event.wait()
+            except TimeoutError:
+                return
+
+
+def _render(
+    batch_id: str,
+    meta: dict[str, str],
+    offset: int,
+    raw_calls: list[bytes],
+    records: dict[int, bytes],
+    raw_failed: list[tuple[bytes, float]],
+) -> BatchDocument:
+    total, claimed, finished = int(meta["total"]), int(meta["claimed"]), int(meta["finished"])
+    status = BatchStatus(meta["status"])
+    stopped_at = int(meta["stopped_at"]) if "stopped_at" in meta else None
+    n = {s: int(meta.get(f"n:{s.value}", 0)) for s in ItemStatus}
+    results = []
+    for k, raw in enumerate(raw_calls):
+        index = offset + k
+        spec = json.loads(raw)
+        item: dict[str, Any] = {"index": index, "id": spec["id"], "server": spec["server"], "tool": spec["tool"]}
+        if index in records:
+            item.update(json.loads(records[index]))
+        elif index < claimed:
+            item["status"] = ItemStatus.running
+        elif stopped_at is not None:
+            item["status"] = ItemStatus.skipped
+        else:
+            item["status"] = ItemStatus.pending
+        results.append(ItemResult.model_validate(item))
+    never_started = total - claimed
+    counts = Counts(
+        total=total,
+        succeeded=n[ItemStatus.ok],
+        failed=sum(n[s] for s in FAILED_ITEM),
+        pending=0 if stopped_at is not None else never_started,
+        running=claimed - finished,
+        skipped=n[ItemStatus.skipped] + (never_started if stopped_at is not None else 0),
+    )
+    created = float(meta["created_at"])
+    started = float(meta["started_at"]) if "started_at" in meta else None
+    ended = float(meta["finished_at"]) if "finished_at" in meta else None
+    return BatchDocument(
+        id=batch_id,
+        status=status,
+        ok=status in TERMINAL_BATCH and counts.succeeded == total,
+        mode=Mode(meta["mode"]),
+        on_error=OnError(meta["on_error"]),
+        max_concurrency=int(meta["max_concurrency"]),
+        counts=counts,
+        failed_ids=[member.decode() for member, _ in raw_failed],
+        failed_indexes=[int(score) for _, score in raw_failed],
+        stopped_at=stopped_at,
+        results=results,
+        results_offset=offset,
+        created_at=iso(created) or "",
+        started_at=iso(started),
+        finished_at=iso(ended),
+        elapsed_seconds=round((ended if ended is not None else time.time()) - created, 6),
+    )

@@ -1,0 +1,31 @@
+"""Whole-batch checks made before anything is stored: pure functions over the parsed request."""
+
+from __future__ import annotations
+
+from .errors import InvalidBatch, Problem
+from .models import BatchRequest
+
+
+def validate_batch(request: BatchRequest, max_calls: int, concurrency_ceiling: int, default_concurrency: int) -> int:
+    """Check the batch as a whole; return its effective max_concurrency or raise InvalidBatch listing every fault."""
+    problems: list[Problem] = []
+    if not request.calls:
+        problems.append(Problem(("calls",), "a batch needs at least one call", "too_short"))
+    if len(request.calls) > max_calls:
+        problems.append(
+            Problem(("calls",), f"{len(request.calls)} calls, more than the maximum of {max_calls}", "too_long")
+        )
+    seen: dict[str, int] = {}
+    for index, call in enumerate(request.calls):
+        call_id = call.id if call.id is not None else str(index)
+        if call_id in seen:
+            problems.append(
+                Problem(("calls", index, "id"), f"duplicate id: call {index} has the id of call {seen[call_id]}")
+            )
+        else:
+            seen[call_id] = index
+    if request.max_concurrency is not None and request.max_concurrency > concurrency_ceiling:
+        problems.append(Problem(("max_concurrency",), f"at most {concurrency_ceiling}", "less_than_equal"))
+    if problems:
+        raise InvalidBatch(problems)
+    return request.max_concurrency or default_concurrency

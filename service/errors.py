@@ -1,0 +1,38 @@
+"""The HTTP edge of the error tree: core exceptions become status codes here and nowhere else.
+
+Validation errors never echo the submitted values (a secret in `arguments` must not come back in a 422).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+
+from .core.errors import BatchNotFound, InvalidBatch
+
+logger = logging.getLogger(__name__)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(InvalidBatch)
+    async def invalid_batch(_: Request, exc: InvalidBatch) -> JSONResponse:
+        detail = [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in exc.problems]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(BatchNotFound)
+    async def not_found(_: Request, exc: BatchNotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(RedisError)
+    async def storage_down(_: Request, exc: RedisError) -> JSONResponse:
+        logger.error("Redis error: %s", type(exc).__name__)
+        return JSONResponse({"detail": "storage unavailable, try again shortly"}, status_code=503)

@@ -1,0 +1,45 @@
+"""The batch routes: submit, read (optionally waiting for the end)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from ..core.models import BatchDocument, BatchRequest
+from ..core.validation import validate_batch
+from ..deps import ServicesDep
+
+router = APIRouter(prefix="/v1", tags=["batches"])
+
+
+@router.post("/batches", status_code=202, summary="Submit a batch of MCP tool calls")
+async def submit_batch(request: BatchRequest, services: ServicesDep, response: Response) -> BatchDocument:
+    """Validate the whole batch, store it and queue it; answers at once with the (queued) document."""
+    settings = services.settings
+    concurrency = validate_batch(
+        request, settings.max_calls_per_batch, settings.max_concurrency_ceiling, settings.default_max_concurrency
+    )
+    store = services.store
+    batch_id = await store.create(request, concurrency)
+    try:
+        await services.redis.enqueue_job("run_batch", batch_id, _job_id=batch_id, _queue_name=services.keys.queue)
+    except BaseException:
+        await store.delete(batch_id)  # nothing half-written: a batch that could not be queued does not exist
+        raise
+    await services.redis.publish(services.keys.wake_channel, batch_id)
+    response.headers["Location"] = f"/v1/batches/{batch_id}"
+    return await store.document(batch_id)
+
+
+@router.get("/batches/{batch_id}", summary="The batch document (optionally waiting for the batch to finish)")
+async def get_batch(
+    batch_id: str,
+    services: ServicesDep,
+    wait: Annotated[float, Query(ge=0, le=60, description="Hold the request up to this many seconds for the end.")] = 0,
+    offset: Annotated[int, Query(ge=0, description="First item of `results` to return.")] = 0,
+    limit: Annotated[int | None, Query(ge=1, le=10_000, description="Most items of `results` to return.")] = None,
+) -> BatchDocument:
+    if wait > 0:
+        await services.store.wait(batch_id, min(wait, services.settings.max_wait_seconds))
+    return await services.store.document(batch_id, offset, limit)

@@ -1,0 +1,125 @@
+"""Helpers the tests share: starting real backends and the real service, submitting and awaiting batches."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+
+from service.app import create_app
+from service.core.settings import Settings
+from worker.main import Worker, create_worker
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def stdio_demo(**extra: Any) -> dict[str, Any]:
+    """A servers-file entry running the demo backend over stdio with this interpreter."""
+    return {"command": sys.executable, "args": ["-m", "demo.server"], **extra}
+
+
+@dataclass
+class HttpBackendProcess:
+    """The demo backend over streamable HTTP, as a child process."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+def start_http_backend(timeout: float = 30.0) -> HttpBackendProcess:
+    """Start the demo backend over HTTP and return once it accepts connections."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "demo.server", "--transport", "http", "--port", str(port)]
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"demo HTTP backend exited with {process.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return HttpBackendProcess(process, port)
+        time.sleep(0.05)  # start-up of a child process: nothing to wait on but the port
+    process.kill()
+    raise TimeoutError("demo HTTP backend did not start")
+
+
+@dataclass
+class ServiceHandle:
+    base_url: str
+    settings: Settings
+    worker: Worker
+
+
+@asynccontextmanager
+async def running_service(settings: Settings) -> AsyncIterator[ServiceHandle]:
+    """The API on a real port and one arq worker, both in this event loop; stopped on exit."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    api_task = asyncio.create_task(server.serve())
+    worker = create_worker(settings, handle_signals=False)
+    worker_task = asyncio.create_task(worker.async_run())
+    try:
+        async with asyncio.timeout(20):
+            while not server.started:
+                if api_task.done():
+                    api_task.result()
+                await asyncio.sleep(0.01)  # uvicorn offers no start event to await
+        yield ServiceHandle(f"http://127.0.0.1:{port}", settings, worker)
+    finally:
+        server.should_exit = True
+        worker_task.cancel()
+        with suppress(asyncio.CancelledError):
+            await worker_task
+        await worker.close()
+        await api_task
+
+
+async def submit(client: httpx.AsyncClient, calls: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    """POST a batch and return its document; fails the test unless it was accepted."""
+    response = await client.post("/v1/batches", json={"calls": calls, **options})
+    assert response.status_code == 202, response.text
+    document: dict[str, Any] = response.json()
+    return document
+
+
+async def finished(client: httpx.AsyncClient, batch_id: str, timeout: float = 60) -> dict[str, Any]:
+    """Long-poll until the batch is terminal (woken by the service, not by polling here)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            response = await client.get(f"/v1/batches/{batch_id}", params={"wait": 30})
+            assert response.status_code == 200, response.text
+            document: dict[str, Any] = response.json()
+            if document["status"] == "completed":
+                return document
+
+
+async def run_batch(client: httpx.AsyncClient, calls: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    """Submit a batch and return its final document."""
+    return await finished(client, (await submit(client, calls, **options))["id"])
+
+
+def by_id(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {item["id"]: item for item in document["results"]}

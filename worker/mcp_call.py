@@ -1,0 +1,210 @@
+"""One MCP call -> one item result record; one long-lived session per backend, reopened when it breaks.
+
+Each session is owned by its own task, which enters and leaves the SDK client's context (anyio requires both in
+one task); items on any task call through it concurrently. A call that finds the session dead (the stdio process
+exited, the HTTP server went away) fails with a terminal error and the next call opens a fresh session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import suppress
+from typing import Any
+
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
+
+from service.core.backends import Backend, Registry
+from service.core.catalog import Catalog
+from service.core.errors import BackendError, BackendTimeout
+from service.core.mcp_client import connect, list_tools
+from service.core.models import ItemStatus, ToolInfo
+from service.core.store import Claim, iso
+
+logger = logging.getLogger(__name__)
+
+_PING_SECONDS = 5.0  # after a timeout, how long a backend has to prove it is still alive
+
+
+class BackendSession:
+    """A live client session to one backend, with its tool list."""
+
+    def __init__(self, name: str, backend: Backend, connect_timeout: float, call_timeout: float) -> None:
+        self.name = name
+        self.backend = backend
+        self.connect_timeout = connect_timeout
+        self.call_timeout = call_timeout
+        self.client: Client | None = None
+        self.tools: dict[str, ToolInfo] = {}
+        self.opened_at = 0.0
+        self.suspect = False  # set when a call timed out; the next user pings before trusting the session
+        self._closing = asyncio.Event()
+        self._owner: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        """Start the owner task and wait until the session is initialized and its tools are listed."""
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._owner = asyncio.create_task(self._own(ready), name=f"mcp-session:{self.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _own(self, ready: asyncio.Future[None]) -> None:
+        try:
+            async with connect(self.backend, self.call_timeout) as client:
+                self.tools = {t.name: t for t in await list_tools(client)}
+                self.client = client
+                self.opened_at = time.monotonic()
+                ready.set_result(None)
+                await self._closing.wait()
+        except BaseException as exc:  # the owner must never die silently: hand the failure to open()
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else BackendError("session cancelled"))
+            elif not isinstance(exc, asyncio.CancelledError):
+                logger.warning("session to %s ended: %s", self.name, type(exc).__name__)
+        finally:
+            self.client = None
+
+    async def close(self) -> None:
+        self._closing.set()
+        owner, self._owner = self._owner, None
+        if owner is not None and not owner.done():
+            try:
+                await asyncio.wait_for(owner, 5.0)
+            except (TimeoutError, asyncio.CancelledError):
+                owner.cancel()
+                with suppress(BaseException):
+                    await owner
+            except BaseException:
+                pass
+
+    @property
+    def alive(self) -> bool:
+        return self.client is not None and not self._closing.is_set()
+
+    async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
+        """Call a tool; BackendTimeout past `timeout`, BackendError when the session broke."""
+        client = self.client
+        if client is None:
+            raise BackendError(f"session to {self.name!r} is closed")
+        try:
+            return await asyncio.wait_for(client.call_tool(tool, arguments), timeout)
+        except TimeoutError:
+            self.suspect = True
+            raise BackendTimeout(f"{self.name!r} did not answer {tool!r} within {timeout:g}s") from None
+        except MCPError as exc:
+            if exc.error.code == CONNECTION_CLOSED:
+                await self.close()
+                raise BackendError(f"connection to {self.name!r} closed during the call") from None
+            raise BackendError(f"{self.name!r} answered {tool!r} with protocol error {exc.error.code}") from None
+        except (OSError, EOFError, ConnectionError, BaseExceptionGroup) as exc:
+            await self.close()
+            raise BackendError(f"connection to {self.name!r} failed: {type(exc).__name__}") from None
+
+    async def ping(self, timeout: float) -> bool:
+        client = self.client
+        if client is None:
+            return False
+        try:
+            await asyncio.wait_for(client.send_ping(), timeout)
+        except Exception:
+            return False
+        return True
+
+
+class SessionPool:
+    """Sessions per backend for one worker process; opened lazily, reopened after a break."""
+
+    def __init__(self, registry: Registry, catalog: Catalog, connect_timeout: float, default_timeout: float) -> None:
+        self.registry = registry
+        self.catalog = catalog
+        self.connect_timeout = connect_timeout
+        self.default_timeout = default_timeout
+        self._sessions: dict[str, BackendSession] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._refresh_seconds = catalog.refresh_seconds
+
+    def timeout_for(self, server: str) -> float:
+        backend = self.registry.get(server)
+        return (backend.timeout_seconds if backend else None) or self.default_timeout
+
+    async def session(self, server: str) -> BackendSession:
+        """The live session for `server`, opening one if there is none (one opener at a time)."""
+        session = self._sessions.get(server)
+        if session is not None and self._usable(session):
+            return session
+        async with self._locks.setdefault(server, asyncio.Lock()):
+            session = self._sessions.get(server)
+            if session is not None and session.suspect and session.alive:
+                # A call timed out: keep the session only if the backend still answers a ping.
+                session.suspect = not await session.ping(min(_PING_SECONDS, session.call_timeout))
+                if session.suspect:
+                    logger.warning("backend %s does not answer a ping after a timeout; reopening", server)
+            if session is not None and self._usable(session):
+                return session
+            if session is not None:
+                await session.close()
+            backend = self.registry.get(server)
+            if backend is None:
+                raise KeyError(server)
+            session = BackendSession(server, backend, self.connect_timeout, self.timeout_for(server))
+            await session.open()
+            self._sessions[server] = session
+            await self.catalog.put(server, list(session.tools.values()))
+            return session
+
+    def _usable(self, session: BackendSession) -> bool:
+        # The tool list is refreshed by reopening: rare, and it also recycles a long-lived session.
+        fresh = time.monotonic() - session.opened_at <= self._refresh_seconds
+        return session.alive and not session.suspect and fresh
+
+    async def close(self) -> None:
+        sessions, self._sessions = list(self._sessions.values()), {}
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+
+
+def _error(code: str, message: str, type_: str, **details: Any) -> dict[str, Any]:
+    return {"code": code, "message": message, "type": type_, "details": details or None}
+
+
+async def run_call(pool: SessionPool, claim: Claim, worker: str) -> dict[str, Any]:
+    """Run one item and return its result record; never raises for a failure of the call itself."""
+    started = time.time()
+    clock = time.monotonic()
+    record: dict[str, Any] = {"started_at": iso(started), "worker": worker}
+
+    def done(status: ItemStatus, **fields: Any) -> dict[str, Any]:
+        record.update(fields, status=status.value, finished_at=iso(time.time()))
+        record["elapsed_seconds"] = round(time.monotonic() - clock, 6)
+        return record
+
+    if claim.server not in pool.registry:
+        msg = f"server {claim.server!r} is not configured"
+        return done(ItemStatus.unknown_server, error=_error("unknown_server", msg, "validation"))
+    try:
+        session = await pool.session(claim.server)
+    except Exception as exc:
+        msg = f"could not open a session to {claim.server!r}: {type(exc).__name__}"
+        return done(ItemStatus.error, error=_error("backend_unavailable", msg, "backend"))
+    if claim.tool not in session.tools:
+        msg = f"server {claim.server!r} has no tool {claim.tool!r}"
+        return done(ItemStatus.unknown_tool, error=_error("unknown_tool", msg, "validation"))
+    timeout = pool.timeout_for(claim.server)
+    clock = time.monotonic()  # elapsed_seconds is the backend call alone
+    try:
+        result = await session.call(claim.tool, claim.arguments, timeout)
+    except BackendTimeout as exc:
+        return done(ItemStatus.timeout, error=_error(exc.code, str(exc), "timeout", timeout_seconds=timeout))
+    except BackendError as exc:
+        return done(ItemStatus.error, error=_error(exc.code, str(exc), "backend"))
+    content = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+    fields = {"content": content, "structured_content": result.structured_content, "is_error": result.is_error}
+    if result.is_error:
+        msg = f"tool {claim.tool!r} reported an error (see content)"
+        return done(ItemStatus.error, error=_error("tool_error", msg, "tool"), **fields)
+    return done(ItemStatus.ok, **fields)

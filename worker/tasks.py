@@ -1,0 +1,49 @@
+"""The arq job: take a batch's items one by one through the store, call the backend, store each result."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from service.core.errors import BatchNotFound
+from service.core.models import ItemStatus, Mode
+from service.core.store import Claim, Store
+
+from .mcp_call import SessionPool, run_call
+
+logger = logging.getLogger(__name__)
+
+
+async def run_batch(ctx: dict[str, Any], batch_id: str) -> None:
+    """Run a batch to completion: `max_concurrency` lanes (one in serial mode), each finishing and claiming
+    items in one round trip, until nothing is left to claim."""
+    store: Store = ctx["store"]
+    pool: SessionPool = ctx["pool"]
+    worker_id: str = ctx["worker_id"]
+    try:
+        meta = await store.meta(batch_id)
+    except BatchNotFound:
+        logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
+        return
+    lanes = 1 if meta.mode is Mode.serial else meta.max_concurrency
+
+    async def lane() -> None:
+        finished: tuple[Claim, dict[str, Any]] | None = None
+        while True:
+            claim = await store.advance(batch_id, worker_id, finished, want_next=True)
+            if claim is None:
+                return
+            try:
+                record = await run_call(pool, claim, worker_id)
+            except Exception:  # a bug must not leave the item running forever
+                logger.exception("batch %s item %d failed inside the worker", batch_id, claim.index)
+                record = {
+                    "status": ItemStatus.error.value,
+                    "worker": worker_id,
+                    "error": {"code": "internal_error", "message": "the worker failed", "type": "internal"},
+                }
+            finished = (claim, record)
+
+    await asyncio.gather(*(lane() for _ in range(lanes)))
+    logger.info("batch %s: worker %s has no more items to run", batch_id, worker_id)
