@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from contextlib import suppress
 
 from .core.errors import ConfigError
@@ -31,7 +32,17 @@ async def _run_worker() -> None:
 
 
 def _worker(_: argparse.Namespace) -> None:
-    asyncio.run(_run_worker())
+    with asyncio.Runner(loop_factory=_fast_loop()) as runner:
+        runner.run(_run_worker())
+
+
+def _fast_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop where it is installed: the worker's per-call overhead is mostly event-loop work."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def _dev(args: argparse.Namespace) -> None:
@@ -71,6 +82,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command != "demo-backend":  # stdout of the stdio backend is the MCP channel
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        for noisy in ("httpx", "httpx2", "mcp"):  # a log line per backend request would cost more than the call
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         args.run(args)
     except ConfigError as exc:

@@ -93,7 +93,8 @@ class BackendSession:
         if client is None:
             raise BackendError(f"session to {self.name!r} is closed")
         try:
-            return await asyncio.wait_for(client.call_tool(tool, arguments), timeout)
+            async with asyncio.timeout(timeout):  # no extra task per call, unlike wait_for
+                return await client.call_tool(tool, arguments)
         except TimeoutError:
             self.suspect = True
             raise BackendTimeout(f"{self.name!r} did not answer {tool!r} within {timeout:g}s") from None

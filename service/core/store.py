@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from .errors import BatchNotFound
 from .events import Listener
@@ -112,6 +113,8 @@ class Store:
         self.retention_ms = retention_seconds * 1000
         self._done = done  # the API's listener on the done channel; workers do not wait
         self._advance = redis.register_script(_ADVANCE)
+        self._pending: list[tuple[list[str], list[Any], asyncio.Future[Any]]] = []
+        self._flusher: asyncio.Task[None] | None = None
 
     async def create(self, request: BatchRequest, max_concurrency: int, batch_id: str | None = None) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing."""
@@ -163,19 +166,57 @@ class Store:
     async def advance(
         self, batch_id: str, worker: str, finished: tuple[Claim, dict[str, Any]] | None, want_next: bool
     ) -> Claim | None:
-        """Record a finished item (if any) and claim the next one (if wanted and allowed), in one round trip."""
+        """Record a finished item (if any) and claim the next one (if wanted and allowed), in one round trip.
+
+        Calls made in the same event-loop turn (lanes finishing together) share one pipelined round trip.
+        """
         if finished is not None:
             claim, record = finished
             args: list[Any] = [claim.index, json.dumps(record), record["status"], claim.id]
         else:
             args = [-1, "", "", ""]
         args += ["1" if want_next else "0", repr(time.time()), self.retention_ms, self.keys.done_channel, batch_id]
-        reply = await self._advance(keys=self.keys.batch_keys(batch_id), args=args)
+        reply = await self._coalesced(self.keys.batch_keys(batch_id), args)
         index = int(reply[0])
         if index < 0:
             return None
         spec = json.loads(reply[1])
         return Claim(index, spec["id"], spec["server"], spec["tool"], spec["arguments"])
+
+    def _coalesced(self, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append((keys, args, future))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush())
+        return future
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(0)  # one loop turn: let every lane that finished in this one join the pipeline
+        batch, self._pending, self._flusher = self._pending, [], None
+        try:
+            replies = await self._evalsha_all([(keys, args) for keys, args, _ in batch])
+        except Exception as exc:
+            replies = [exc] * len(batch)
+        for (_, _, future), reply in zip(batch, replies, strict=True):
+            if future.done():
+                continue
+            if isinstance(reply, Exception):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+
+    async def _evalsha_all(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        # EVALSHA on a plain pipeline: redis-py's Script objects make every pipeline ask SCRIPT EXISTS first.
+        for attempt in range(2):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    pipe.evalsha(self._advance.sha, len(keys), *keys, *args)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+            if attempt == 0 and any(isinstance(r, NoScriptError) for r in replies):
+                await self.redis.script_load(_ADVANCE)  # a restarted or flushed Redis lost the script
+                continue
+            break
+        return replies
 
     async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
         """Assemble the batch document, building only the results page asked for."""

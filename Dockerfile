@@ -1,0 +1,21 @@
+# One image for the API, the workers and the demo backend; the command picks the role.
+FROM python:3.11-slim
+
+COPY --from=ghcr.io/astral-sh/uv:0.13 /uv /usr/local/bin/uv
+ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy PATH="/app/.venv/bin:$PATH"
+WORKDIR /app
+
+# Dependencies first, so code changes do not rebuild them.
+COPY pyproject.toml uv.lock README.md ./
+RUN uv sync --locked --no-dev --no-install-project
+
+COPY service ./service
+COPY worker ./worker
+COPY demo ./demo
+COPY examples ./examples
+RUN uv sync --locked --no-dev
+
+RUN useradd --create-home --uid 10001 app
+USER app
+EXPOSE 8000
+CMD ["mcp-batch", "api", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,139 @@
+"""What the service costs over calling the backend directly, measured side by side in one run.
+
+    uv run python bench/overhead.py [--calls 2000] [--concurrency 16] [--rounds 3]
+
+Starts a private redis-server, the demo backend over streamable HTTP, and the service as separate processes
+(`mcp-batch api`, `mcp-batch worker`), as in production. Each round sends the same echo calls
+  - directly, with the SDK Client at concurrency C, and
+  - as one batch through the service with max_concurrency C (submit, then ?wait until completed),
+and then times small 5-call batches via ?wait against the same 5 calls made directly.
+Prints medians over the rounds and the ratio service/direct. Timings vary on shared machines: quote the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+from mcp import Client
+
+from service.dev import demo_http_backend, embedded_redis, free_port, wait_until
+
+
+def spawn(command: str, *args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`mcp-batch COMMAND` as a separate process, as in production."""
+    argv = [sys.executable, "-c", "from service.cli import main; main()", command, *args]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+
+async def direct(url: str, calls: int, concurrency: int) -> float:
+    """Seconds to make `calls` echo calls with one SDK client at `concurrency`."""
+    async with Client(url) as client:
+        await client.call_tool("echo", {"message": "warm-up"})
+        todo = iter(range(calls))
+
+        async def lane() -> None:
+            for i in todo:
+                result = await client.call_tool("echo", {"message": f"m{i}"})
+                assert not result.is_error
+
+        start = time.perf_counter()
+        await asyncio.gather(*(lane() for _ in range(concurrency)))
+        return time.perf_counter() - start
+
+
+async def through_service(http: httpx.AsyncClient, calls: int, concurrency: int) -> float:
+    """Seconds from POST to a completed document for one batch of `calls` echo calls."""
+    body = {
+        "calls": [{"server": "bench", "tool": "echo", "arguments": {"message": f"m{i}"}} for i in range(calls)],
+        "max_concurrency": concurrency,
+    }
+    start = time.perf_counter()
+    response = await http.post("/v1/batches", json=body)
+    response.raise_for_status()
+    batch_id = response.json()["id"]
+    while True:
+        document = (await http.get(f"/v1/batches/{batch_id}", params={"wait": 60, "limit": 1})).json()
+        if document["status"] == "completed":
+            elapsed = time.perf_counter() - start
+            assert document["counts"]["succeeded"] == calls, document["counts"]
+            return elapsed
+
+
+async def median_of(rounds: int, measure: Callable[[], Awaitable[float]]) -> float:
+    return statistics.median([await measure() for _ in range(rounds)])
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--small-rounds", type=int, default=20)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="mcp-batch-bench-") as tmp:
+        workdir = Path(tmp)
+        async with embedded_redis(workdir) as (redis_url, redis_desc):
+            backend_port = free_port()
+            async with demo_http_backend(backend_port):
+                url = f"http://127.0.0.1:{backend_port}/mcp"
+                servers = workdir / "servers.json"
+                servers.write_text(json.dumps({"mcpServers": {"bench": {"url": url}}}))
+                api_port = free_port()
+                env = {**os.environ, "MCP_BATCH_REDIS_URL": redis_url, "MCP_BATCH_SERVERS": str(servers)}
+                env["MCP_BATCH_MAX_CONCURRENCY_CEILING"] = str(max(256, args.concurrency))
+                procs = [spawn("api", "--port", str(api_port), env=env), spawn("worker", env=env)]
+                try:
+                    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=120) as http:
+
+                        async def healthy() -> bool:
+                            return (await http.get("/healthz")).status_code == 200
+
+                        await wait_until(healthy, 30, "api")
+                        await through_service(http, 5, 5)  # warm-up: opens the worker's backend session
+                        d_runs, s_runs = [], []
+                        for _ in range(args.rounds):  # interleaved, so drift on the machine hits both alike
+                            d_runs.append(await direct(url, args.calls, args.concurrency))
+                            s_runs.append(await through_service(http, args.calls, args.concurrency))
+                        d, s = statistics.median(d_runs), statistics.median(s_runs)
+
+                        async def five_direct() -> float:
+                            async with Client(url) as client:
+                                start = time.perf_counter()
+                                await asyncio.gather(*(client.call_tool("echo", {"message": "x"}) for _ in range(5)))
+                                return time.perf_counter() - start
+
+                        small_s = await median_of(args.small_rounds, lambda: through_service(http, 5, 5))
+                        small_d = await median_of(args.small_rounds, five_direct)
+                finally:
+                    for proc in procs:
+                        proc.terminate()
+                    for proc in procs:
+                        proc.wait(10)
+
+    cpu = platform.processor() or platform.machine()
+    print(f"machine: {os.cpu_count()} cores, {cpu}, Python {platform.python_version()}; redis: {redis_desc}")
+    print(f"{args.calls} echo calls at concurrency {args.concurrency}, median of {args.rounds} interleaved rounds")
+    print(f"  direct SDK client : {d:7.3f} s  {args.calls / d:8.0f} calls/s")
+    print(f"  through service   : {s:7.3f} s  {args.calls / s:8.0f} calls/s")
+    print(f"  ratio service/direct throughput: {d / s:.2f}")
+    print(f"5-call batch, median of {args.small_rounds}")
+    print(f"  submit -> completed via ?wait : {small_s * 1000:7.1f} ms")
+    print(f"  same 5 calls made directly     : {small_d * 1000:7.1f} ms  (session already open: no connect time)")
+    print(f"  added latency                  : {(small_s - small_d) * 1000:7.1f} ms")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
