@@ -12,10 +12,13 @@ import os
 import time
 from typing import Any
 
+import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
@@ -26,9 +29,12 @@ server = MCPServer(
     instructions="Demo backend for mcp-batch: echo, sleep, fail, big, write.",
 )
 
-# Per-process tallies, so a test can ask the backend itself how often a tool ran.
+# Per-process tallies, so a test or benchmark can ask the backend itself what it saw.
 _calls: dict[str, int] = {}
 _writes: list[str] = []
+_arrivals: list[float] = []
+_in_flight = {"now": 0, "max": 0}
+_refuse = {"count": 0, "retry_after": 1.0}
 
 
 class Measurement(BaseModel):
@@ -80,9 +86,74 @@ def write(key: str, value: str = "") -> str:
 
 
 @server.tool(annotations=READ)
-def stats() -> dict[str, Any]:
-    """How many calls and which writes this process has seen (for tests)."""
-    return {"calls": dict(_calls), "writes": list(_writes), "pid": os.getpid()}
+async def stamp(seconds: float = 0.0) -> float:
+    """Record this call's arrival time (and how many stamp calls are in flight), optionally take `seconds`."""
+    arrived = time.time()
+    _arrivals.append(arrived)
+    _in_flight["now"] += 1
+    _in_flight["max"] = max(_in_flight["max"], _in_flight["now"])
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        _in_flight["now"] -= 1
+    return arrived
+
+
+@server.tool(annotations=READ)
+def stats(reset: bool = False) -> dict[str, Any]:
+    """What this process has seen: calls per tool, writes, stamp arrivals, most stamp calls in flight at once."""
+    seen = {
+        "calls": dict(_calls),
+        "writes": list(_writes),
+        "arrivals": list(_arrivals),
+        "in_flight_max": _in_flight["max"],
+        "pid": os.getpid(),
+    }
+    if reset:
+        _calls.clear()
+        _writes.clear()
+        _arrivals.clear()
+        _in_flight["max"] = _in_flight["now"]
+    return seen
+
+
+@server.tool(annotations=READ)
+def refuse_next(count: int = 1, retry_after: float = 1.0) -> str:
+    """Over HTTP: answer the next `count` tool calls with 429 and this Retry-After (a backend's own rate limit)."""
+    _refuse.update(count=count, retry_after=retry_after)
+    return f"refusing the next {count} calls"
+
+
+class RefuseCalls:
+    """ASGI middleware: the 429s that `refuse_next` asks for, before the MCP app sees the request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or _refuse["count"] <= 0:
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if b'"tools/call"' in body and b"refuse_next" not in body and _refuse["count"] > 0:
+            _refuse["count"] -= 1
+            headers = {"Retry-After": f"{_refuse['retry_after']:g}"}
+            await PlainTextResponse("slow down", status_code=429, headers=headers)(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
 @server.tool(annotations=READ)
@@ -111,7 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.transport == "stdio":
         server.run("stdio")
     else:
-        server.run("streamable-http", host=args.host, port=args.port, stateless_http=False)
+        app = RefuseCalls(server.streamable_http_app(host=args.host))
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from .core.backends import load_servers
 from .core.catalog import Catalog
 from .core.events import Listener
 from .core.keys import Keys
+from .core.limits import LeaseSemaphore, RateLimiter
 from .core.settings import Settings, get_settings
 from .core.store import Store
 from .deps import Services
@@ -39,6 +40,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             redis=redis,
             store=Store(redis, keys, settings.retention_seconds, done),
             catalog=catalog,
+            rate=RateLimiter(redis, keys),
+            leases=LeaseSemaphore(redis, keys),
         )
         try:
             yield

@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from .core.backends import Registry
 from .core.catalog import Catalog
 from .core.keys import Keys
+from .core.limits import LeaseSemaphore, RateLimiter
 from .core.settings import Settings
 from .core.store import Store
 
@@ -25,6 +26,8 @@ class Services:
     redis: ArqRedis
     store: Store
     catalog: Catalog
+    rate: RateLimiter
+    leases: LeaseSemaphore
 
 
 def get_services(request: Request) -> Services:

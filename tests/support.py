@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import uvicorn
+from mcp import Client
 
 from service.app import create_app
 from service.core.settings import Settings
@@ -123,3 +126,43 @@ async def run_batch(client: httpx.AsyncClient, calls: list[dict[str, Any]], **op
 
 def by_id(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {item["id"]: item for item in document["results"]}
+
+
+@contextmanager
+def worker_processes(settings: Settings, count: int, tmp: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """`count` real `mcp-batch worker` processes for these settings, each ready before this returns."""
+    env = {**os.environ, **settings_env(settings)}
+    procs, logs = [], []
+    try:
+        for n in range(count):
+            log = tmp / f"worker-{n}.log"
+            logs.append(log)
+            with log.open("wb") as out:
+                argv = [sys.executable, "-c", "from service.cli import main; main()", "worker"]
+                procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=out, env=env))
+        deadline = time.monotonic() + 30
+        while not all("ready for" in log.read_text() for log in logs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError("workers did not start: " + " | ".join(log.read_text()[-500:] for log in logs))
+            time.sleep(0.05)  # a child process starting: nothing to wait on but its log
+        yield procs
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The settings as MCP_BATCH_* variables, for child processes."""
+    return {f"MCP_BATCH_{name.upper()}": str(value) for name, value in settings.model_dump().items()}
+
+
+async def call_backend(url: str, tool: str, arguments: dict[str, Any] | None = None) -> Any:
+    """Call a backend directly (not through the service), e.g. to read its stats."""
+    async with Client(url) as client:
+        content = (await client.call_tool(tool, arguments or {})).structured_content
+        return content["result"] if isinstance(content, dict) and set(content) == {"result"} else content

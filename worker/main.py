@@ -17,9 +17,11 @@ from service.core.backends import load_servers
 from service.core.catalog import Catalog
 from service.core.events import Listener
 from service.core.keys import Keys
+from service.core.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
 from service.core.settings import Settings, get_settings
 from service.core.store import Store
 
+from .gate import Gate
 from .mcp_call import SessionPool
 from .tasks import run_batch
 
@@ -33,8 +35,23 @@ async def startup(ctx: dict[str, Any]) -> None:
     keys = Keys(settings.key_prefix)
     redis = ctx["redis"]
     catalog = Catalog(redis, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)
+    released = Listener(redis, keys.released_channel)
+    await released.start()
+    ctx["released"] = released
+    if settings.limiter == "redis":
+        gate = Gate(RateLimiter(redis, keys), LeaseSemaphore(redis, keys), released)
+    else:
+        gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released)
     ctx["store"] = Store(redis, keys, settings.retention_seconds)
-    ctx["pool"] = SessionPool(registry, catalog, settings.connect_timeout_seconds, settings.default_timeout_seconds)
+    ctx["pool"] = SessionPool(
+        registry,
+        catalog,
+        gate,
+        settings.connect_timeout_seconds,
+        settings.default_timeout_seconds,
+        settings.limit_max_wait_seconds,
+        settings.max_attempts,
+    )
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}"
     logger.info("worker %s ready for %d backends", ctx["worker_id"], len(registry))
 
@@ -42,6 +59,8 @@ async def startup(ctx: dict[str, Any]) -> None:
 async def shutdown(ctx: dict[str, Any]) -> None:
     if "pool" in ctx:
         await ctx["pool"].close()
+    if "released" in ctx:
+        await ctx["released"].stop()
 
 
 class Worker(ArqWorker):

@@ -19,14 +19,18 @@ from mcp_types import CONNECTION_CLOSED
 
 from service.core.backends import Backend, Registry
 from service.core.catalog import Catalog
-from service.core.errors import BackendError, BackendTimeout
-from service.core.mcp_client import connect, list_tools
+from service.core.errors import BackendError, BackendThrottled, BackendTimeout
+from service.core.mcp_client import HttpOutcome, connect, http_outcome, list_tools
 from service.core.models import ItemStatus, ToolInfo
 from service.core.store import Claim, iso
+
+from .gate import Gate, LimitWait
 
 logger = logging.getLogger(__name__)
 
 _PING_SECONDS = 5.0  # after a timeout, how long a backend has to prove it is still alive
+_LEASE_MARGIN = 30.0  # a concurrency lease outlives its call's timeout by this much, then lapses
+_DEFAULT_PAUSE = 1.0  # how long a 429 without Retry-After holds a backend back
 
 
 class BackendSession:
@@ -92,6 +96,8 @@ class BackendSession:
         client = self.client
         if client is None:
             raise BackendError(f"session to {self.name!r} is closed")
+        outcome = HttpOutcome()
+        token = http_outcome.set(outcome)
         try:
             async with asyncio.timeout(timeout):  # no extra task per call, unlike wait_for
                 return await client.call_tool(tool, arguments)
@@ -102,10 +108,16 @@ class BackendSession:
             if exc.error.code == CONNECTION_CLOSED:
                 await self.close()
                 raise BackendError(f"connection to {self.name!r} closed during the call") from None
+            if outcome.status == 429:
+                raise BackendThrottled(f"{self.name!r} refused the call (HTTP 429)", outcome.retry_after) from None
+            if outcome.status is not None:
+                raise BackendError(f"{self.name!r} answered HTTP {outcome.status}") from None
             raise BackendError(f"{self.name!r} answered {tool!r} with protocol error {exc.error.code}") from None
         except (OSError, EOFError, ConnectionError, BaseExceptionGroup) as exc:
             await self.close()
             raise BackendError(f"connection to {self.name!r} failed: {type(exc).__name__}") from None
+        finally:
+            http_outcome.reset(token)
 
     async def ping(self, timeout: float) -> bool:
         client = self.client
@@ -121,9 +133,21 @@ class BackendSession:
 class SessionPool:
     """Sessions per backend for one worker process; opened lazily, reopened after a break."""
 
-    def __init__(self, registry: Registry, catalog: Catalog, connect_timeout: float, default_timeout: float) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        catalog: Catalog,
+        gate: Gate,
+        connect_timeout: float,
+        default_timeout: float,
+        max_limit_wait: float,
+        max_attempts: int,
+    ) -> None:
         self.registry = registry
         self.catalog = catalog
+        self.gate = gate
+        self.max_limit_wait = max_limit_wait
+        self.max_attempts = max_attempts
         self.connect_timeout = connect_timeout
         self.default_timeout = default_timeout
         self._sessions: dict[str, BackendSession] = {}
@@ -196,13 +220,30 @@ async def run_call(pool: SessionPool, claim: Claim, worker: str) -> dict[str, An
         msg = f"server {claim.server!r} has no tool {claim.tool!r}"
         return done(ItemStatus.unknown_tool, error=_error("unknown_tool", msg, "validation"))
     timeout = pool.timeout_for(claim.server)
-    clock = time.monotonic()  # elapsed_seconds is the backend call alone
-    try:
-        result = await session.call(claim.tool, claim.arguments, timeout)
-    except BackendTimeout as exc:
-        return done(ItemStatus.timeout, error=_error(exc.code, str(exc), "timeout", timeout_seconds=timeout))
-    except BackendError as exc:
-        return done(ItemStatus.error, error=_error(exc.code, str(exc), "backend"))
+    backend = session.backend
+    annotations = session.tools[claim.tool].annotations or {}
+    retryable = bool(annotations.get("readOnlyHint") or annotations.get("idempotentHint"))
+    record["attempts"], record["rate_wait_seconds"] = 0, 0.0
+    while True:
+        record["attempts"] += 1
+        try:
+            async with pool.gate.admit(claim.server, backend, pool.max_limit_wait, timeout + _LEASE_MARGIN) as gate:
+                record["rate_wait_seconds"] = round(record["rate_wait_seconds"] + gate.waited, 6)
+                clock = time.monotonic()  # elapsed_seconds is the backend call alone
+                result = await session.call(claim.tool, claim.arguments, timeout)
+        except LimitWait as exc:
+            details = {"wait_seconds": round(exc.wait, 3), "max_wait_seconds": pool.max_limit_wait}
+            return done(ItemStatus.error, error=_error("rate_limited", str(exc), "rate_limit", **details))
+        except BackendThrottled as exc:
+            await pool.gate.refused(claim.server, exc.retry_after or _DEFAULT_PAUSE)
+            if retryable and record["attempts"] < pool.max_attempts:
+                continue
+            return done(ItemStatus.error, error=_error(exc.code, str(exc), "rate_limit", retry_after=exc.retry_after))
+        except BackendTimeout as exc:
+            return done(ItemStatus.timeout, error=_error(exc.code, str(exc), "timeout", timeout_seconds=timeout))
+        except BackendError as exc:
+            return done(ItemStatus.error, error=_error(exc.code, str(exc), "backend"))
+        break
     content = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
     fields = {"content": content, "structured_content": result.structured_content, "is_error": result.is_error}
     if result.is_error:

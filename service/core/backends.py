@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from .errors import ConfigError
-from .models import ServerInfo
+from .models import BackendLimits, ServerInfo
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
@@ -130,6 +130,16 @@ class Registry:
     @property
     def names(self) -> list[str]:
         return list(self._backends)
+
+    def limits(self, names: set[str]) -> dict[str, BackendLimits]:
+        """The limits of the named backends that have any (unknown names are skipped)."""
+        result = {}
+        for name in sorted(names):
+            b = self._backends.get(name)
+            if b is not None and (b.max_concurrency or b.rate_limit):
+                rate = b.rate_limit.model_dump(exclude_none=True) if b.rate_limit else None
+                result[name] = BackendLimits(max_concurrency=b.max_concurrency, rate_limit=rate)
+        return result
 
     def info(self, name: str, default_timeout: float) -> ServerInfo:
         """A backend's public description: never its headers or env."""

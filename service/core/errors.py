@@ -56,3 +56,13 @@ class BackendTimeout(BackendError):
     """The backend did not answer in time."""
 
     code = "timeout"
+
+
+class BackendThrottled(BackendError):
+    """The backend answered 429; `retry_after` is its Retry-After in seconds, if it gave one."""
+
+    code = "backend_rate_limited"
+
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

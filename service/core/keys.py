@@ -7,10 +7,13 @@ Per batch (all expire `retention_seconds` after the batch finishes, and are kept
     {p}:batch:{id}:failed     zset    failed item ids, scored by index (ordered failed_ids / failed_indexes)
 Per backend:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
+    {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
+    {p}:leases:{server}       zset    concurrency leases, scored by expiry (ms); a dead worker's leases lapse
 Shared:
     {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)
     {p}:events:done           channel a batch id, published once when that batch reaches a terminal status
     {p}:events:wake           channel published after each enqueue, so idle workers poll at once
+    {p}:events:released       channel a server name, published when one of its leases is released
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ class Keys:
     def tools(self, server: str) -> str:
         return f"{self.prefix}:tools:{server}"
 
+    def rate(self, server: str) -> str:
+        return f"{self.prefix}:rate:{server}"
+
+    def leases(self, server: str) -> str:
+        return f"{self.prefix}:leases:{server}"
+
     @property
     def queue(self) -> str:
         return f"{self.prefix}:queue"
@@ -54,3 +63,7 @@ class Keys:
     @property
     def wake_channel(self) -> str:
         return f"{self.prefix}:events:wake"
+
+    @property
+    def released_channel(self) -> str:
+        return f"{self.prefix}:events:released"

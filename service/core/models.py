@@ -107,6 +107,10 @@ class ItemResult(BaseModel):
     started_at: str | None = Field(None, description="When the call was dispatched (ISO 8601, UTC).")
     finished_at: str | None = Field(None, description="When the call finished (ISO 8601, UTC).")
     worker: str | None = Field(None, description="The worker process that ran the call.")
+    attempts: int | None = Field(None, description="Times the call was sent (a backend's 429 may be retried).")
+    rate_wait_seconds: float | None = Field(
+        None, description="Time spent waiting for the backend's concurrency lease and rate-limit slot."
+    )
 
 
 class Counts(BaseModel):
@@ -118,6 +122,13 @@ class Counts(BaseModel):
     pending: int
     running: int
     skipped: int
+
+
+class BackendLimits(BaseModel):
+    """The limits in force for a backend, across all workers together."""
+
+    max_concurrency: int | None = Field(None, description="Calls in flight at once.")
+    rate_limit: dict[str, float] | None = Field(None, description="per_second / per_minute / burst.")
 
 
 class BatchDocument(BaseModel):
@@ -135,6 +146,9 @@ class BatchDocument(BaseModel):
     stopped_at: int | None = Field(description="Index of the item that stopped the batch (on_error=stop).")
     results: list[ItemResult] = Field(description="Item results in index order (the page asked for).")
     results_offset: int = Field(0, description="Index of the first item in `results`.")
+    limits: dict[str, BackendLimits] = Field(
+        default_factory=dict, description="Per backend this batch calls: the limits in force when it was submitted."
+    )
     created_at: str
     started_at: str | None
     finished_at: str | None
@@ -158,5 +172,9 @@ class ServerInfo(BaseModel):
     timeout_seconds: float
     max_concurrency: int | None
     rate_limit: dict[str, float] | None
+    in_flight: int | None = Field(None, description="Calls in flight now, all workers (when max_concurrency is set).")
+    rate_tokens_available: float | None = Field(
+        None, description="Calls that could start now without waiting (when a rate limit is set)."
+    )
     tools: list[ToolInfo] | None = Field(description="Cached tools/list; null when the backend could not be reached.")
     tools_error: str | None = Field(None, description="Why the tools could not be listed.")

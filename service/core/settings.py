@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -27,6 +28,14 @@ class Settings(BaseSettings):
     default_timeout_seconds: float = Field(30.0, gt=0, description="Per-call timeout for servers that set none.")
     connect_timeout_seconds: float = Field(20.0, gt=0, description="Longest time to open a backend session.")
     tools_refresh_seconds: float = Field(300.0, gt=0, description="How long a backend's cached tools/list is used.")
+
+    limit_max_wait_seconds: float = Field(
+        600.0, gt=0, description="Longest a call waits for its backend's rate slot or concurrency lease."
+    )
+    limiter: Literal["redis", "local"] = Field(
+        "redis", description="`redis`: backend limits hold across all workers; `local`: per process (comparison only)."
+    )
+    max_attempts: int = Field(3, ge=1, description="Tries of a read-only or idempotent call the backend refused.")
 
     worker_max_jobs: int = Field(50, ge=1, description="Batches one worker process runs at once.")
     worker_idle_poll_seconds: float = Field(

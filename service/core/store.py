@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from pydantic import TypeAdapter
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
@@ -26,6 +27,7 @@ from .keys import Keys
 from .models import (
     FAILED_ITEM,
     TERMINAL_BATCH,
+    BackendLimits,
     BatchDocument,
     BatchRequest,
     BatchStatus,
@@ -36,6 +38,7 @@ from .models import (
     OnError,
 )
 
+_LIMITS = TypeAdapter(dict[str, BackendLimits])
 _CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
 
 # KEYS: meta, calls, results, failed
@@ -116,7 +119,13 @@ class Store:
         self._pending: list[tuple[list[str], list[Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    async def create(self, request: BatchRequest, max_concurrency: int, batch_id: str | None = None) -> str:
+    async def create(
+        self,
+        request: BatchRequest,
+        max_concurrency: int,
+        limits: dict[str, BackendLimits] | None = None,
+        batch_id: str | None = None,
+    ) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing."""
         batch_id = batch_id or new_batch_id()
         meta, calls, _, _ = self.keys.batch_keys(batch_id)
@@ -136,6 +145,7 @@ class Store:
                     "claimed": 0,
                     "finished": 0,
                     "created_at": repr(time.time()),
+                    "limits": _LIMITS.dump_json(limits or {}),
                 },
             )
             for start in range(0, len(specs), _CHUNK):
@@ -305,6 +315,7 @@ def _render(
         stopped_at=stopped_at,
         results=results,
         results_offset=offset,
+        limits=_LIMITS.validate_json(meta.get("limits", "{}")),
         created_at=iso(created) or "",
         started_at=iso(started),
         finished_at=iso(ended),

@@ -21,7 +21,8 @@ async def submit_batch(request: BatchRequest, services: ServicesDep, response: R
         request, settings.max_calls_per_batch, settings.max_concurrency_ceiling, settings.default_max_concurrency
     )
     store = services.store
-    batch_id = await store.create(request, concurrency)
+    limits = services.registry.limits({call.server for call in request.calls})
+    batch_id = await store.create(request, concurrency, limits)
     try:
         await services.redis.enqueue_job("run_batch", batch_id, _job_id=batch_id, _queue_name=services.keys.queue)
     except BaseException:

@@ -16,6 +16,11 @@ router = APIRouter(prefix="/v1", tags=["servers"])
 async def list_servers(services: ServicesDep) -> list[ServerInfo]:
     async def describe(name: str) -> ServerInfo:
         info = services.registry.info(name, services.settings.default_timeout_seconds)
+        backend = services.registry.get(name)
+        if backend is not None and backend.max_concurrency:
+            info.in_flight = await services.leases.in_use(name)
+        if backend is not None and backend.rate_limit:
+            info.rate_tokens_available = round(await services.rate.tokens(name, backend.rate_limit), 3)
         try:
             info.tools = await services.catalog.tools(name)
         except Exception as exc:  # one unreachable backend must not hide the others

@@ -1,0 +1,105 @@
+"""The gate a call passes before it reaches its backend: a concurrency lease, then a rate slot.
+
+The lease comes first so that a call holding a rate slot is never left waiting for a lease: calls reach the backend
+when their slot says, which is what keeps bursts within the limit at the backend itself. Within a process one lane
+per backend contends for leases at a time (FIFO), the others queue behind it locally; a released lease, published
+by whichever worker released it, wakes the contender at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Protocol
+
+from service.core.backends import Backend, RateLimit
+from service.core.events import Listener
+from service.core.limits import Reservation
+
+_FALLBACK_POLL = 1.0  # seconds: a lost release message costs at most this much
+
+
+class RateLimiting(Protocol):
+    async def reserve(self, server: str, limit: RateLimit | None, max_wait: float) -> Reservation: ...
+
+    async def push_back(self, server: str, pause: float) -> None: ...
+
+
+class Leasing(Protocol):
+    def new_lease(self) -> str: ...
+
+    async def try_acquire(self, server: str, limit: int, lease: str, lease_seconds: float) -> float | None: ...
+
+    async def release(self, server: str, lease: str) -> None: ...
+
+
+class LimitWait(Exception):
+    """The backend's limits would make this call wait longer than it may."""
+
+    def __init__(self, what: str, wait: float) -> None:
+        super().__init__(f"{what} would take {wait:.1f}s, longer than the call may wait")
+        self.what = what
+        self.wait = wait
+
+
+@dataclass
+class Admission:
+    """How long a call waited at the gate."""
+
+    waited: float = 0.0
+
+
+class Gate:
+    """Admits calls to backends under their limits, shared with every other worker through Redis."""
+
+    def __init__(self, rate: RateLimiting, leases: Leasing, released: Listener) -> None:
+        self.rate = rate
+        self.leases = leases
+        self.released = released
+        self._contenders: dict[str, asyncio.Lock] = {}
+        self._paused_until: dict[str, float] = {}  # backends without a rate limit that answered 429 here
+
+    @asynccontextmanager
+    async def admit(
+        self, server: str, backend: Backend, max_wait: float, lease_seconds: float
+    ) -> AsyncIterator[Admission]:
+        """Hold a lease and a rate slot for one call; LimitWait if either is further away than `max_wait`."""
+        start = time.monotonic()
+        lease = None
+        if backend.max_concurrency:
+            lease = await self._lease(server, backend.max_concurrency, lease_seconds, start + max_wait)
+        try:
+            if backend.rate_limit or self._paused_until.get(server, 0) > time.monotonic():
+                remaining = max(0.0, max_wait - (time.monotonic() - start))
+                reservation = await self.rate.reserve(server, backend.rate_limit, remaining)
+                if not reservation.granted:
+                    raise LimitWait("a rate-limit slot", reservation.wait)
+                await asyncio.sleep(reservation.wait)
+            yield Admission(time.monotonic() - start)
+        finally:
+            if lease is not None:
+                await self.leases.release(server, lease)
+
+    async def refused(self, server: str, pause: float) -> None:
+        """The backend answered 429: hold every worker's calls to it back for `pause` seconds."""
+        self._paused_until[server] = time.monotonic() + pause
+        await self.rate.push_back(server, pause)
+
+    async def _lease(self, server: str, limit: int, lease_seconds: float, deadline: float) -> str:
+        lease = self.leases.new_lease()
+        async with self._contenders.setdefault(server, asyncio.Lock()):
+            with self.released.watch(server) as released:
+                while True:
+                    released.clear()
+                    expires_in = await self.leases.try_acquire(server, limit, lease, lease_seconds)
+                    if expires_in is None:
+                        return lease
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise LimitWait("a concurrency lease", expires_in)
+                    with suppress(TimeoutError):
+                        async with asyncio.timeout(min(expires_in + 0.01, _FALLBACK_POLL, remaining)):
+                            await released.wait()
