@@ -14,9 +14,9 @@ from .core.catalog import Catalog
 from .core.events import Listener
 from .core.keys import Keys
 from .core.limits import LeaseSemaphore, RateLimiter
+from .core.services import Services
 from .core.settings import Settings, get_settings
 from .core.store import Store
-from .deps import Services
 from .errors import install_error_handlers
 from .routes import batches, health, servers
 

@@ -19,7 +19,7 @@ from mcp_types import CONNECTION_CLOSED
 
 from service.core.backends import Backend, Registry
 from service.core.catalog import Catalog
-from service.core.errors import BackendError, BackendThrottled, BackendTimeout
+from service.core.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
 from service.core.mcp_client import HttpOutcome, connect, http_outcome, list_tools
 from service.core.models import ItemStatus, ToolInfo
 from service.core.store import Claim, iso
@@ -110,6 +110,8 @@ class BackendSession:
                 raise BackendError(f"connection to {self.name!r} closed during the call") from None
             if outcome.status == 429:
                 raise BackendThrottled(f"{self.name!r} refused the call (HTTP 429)", outcome.retry_after) from None
+            if outcome.status in (401, 403):
+                raise BackendUnauthenticated(f"{self.name!r} refused the credentials (HTTP {outcome.status})") from None
             if outcome.status is not None:
                 raise BackendError(f"{self.name!r} answered HTTP {outcome.status}") from None
             raise BackendError(f"{self.name!r} answered {tool!r} with protocol error {exc.error.code}") from None

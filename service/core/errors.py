@@ -66,3 +66,9 @@ class BackendThrottled(BackendError):
     def __init__(self, message: str, retry_after: float | None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class BackendUnauthenticated(BackendError):
+    """A streamable-HTTP backend answered 401 or 403: the configured credentials were refused."""
+
+    code = "backend_unauthenticated"

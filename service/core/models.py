@@ -44,6 +44,9 @@ class ItemStatus(StrEnum):
     unknown_tool = "unknown_tool"
     timeout = "timeout"
     skipped = "skipped"
+    invalid_call = "invalid_call"
+    blocked = "blocked"
+    invalid_reference = "invalid_reference"
 
 
 TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running})
@@ -80,6 +83,12 @@ class BatchRequest(BaseModel):
     max_concurrency: int | None = Field(
         None, ge=1, description="Calls of this batch in flight at once (concurrent mode); default from settings."
     )
+    read_only: bool = Field(
+        True, description="Run only tools annotated readOnlyHint (or listed read-only); others are `blocked`."
+    )
+    response_max_bytes: int | None = Field(
+        None, ge=1024, description="Budget for the serialized `results` of the document; default from settings."
+    )
 
 
 class ItemError(BaseModel):
@@ -107,6 +116,10 @@ class ItemResult(BaseModel):
     started_at: str | None = Field(None, description="When the call was dispatched (ISO 8601, UTC).")
     finished_at: str | None = Field(None, description="When the call finished (ISO 8601, UTC).")
     worker: str | None = Field(None, description="The worker process that ran the call.")
+    seq: int | None = Field(None, description="Finish order (1 = first to finish); the cursor of /results?after=.")
+    queued_seconds: float | None = Field(None, description="From submit to dispatch.")
+    truncated: bool = Field(False, description="This copy of the item was shrunk to fit the response budget.")
+    truncated_bytes: int = Field(0, description="Bytes removed from this copy (the stored item is whole).")
     attempts: int | None = Field(None, description="Times the call was sent (a backend's 429 may be retried).")
     rate_wait_seconds: float | None = Field(
         None, description="Time spent waiting for the backend's concurrency lease and rate-limit slot."
@@ -140,12 +153,15 @@ class BatchDocument(BaseModel):
     mode: Mode
     on_error: OnError
     max_concurrency: int
+    read_only: bool = True
     counts: Counts
     failed_ids: list[str] = Field(description="Ids of failed items, in index order.")
     failed_indexes: list[int] = Field(description="Indexes of failed items, in order.")
     stopped_at: int | None = Field(description="Index of the item that stopped the batch (on_error=stop).")
     results: list[ItemResult] = Field(description="Item results in index order (the page asked for).")
     results_offset: int = Field(0, description="Index of the first item in `results`.")
+    truncated: bool = Field(False, description="Some items in `results` were shrunk to fit response_max_bytes.")
+    truncated_bytes: int = Field(0, description="Bytes removed from `results` in all (fetch items whole by id).")
     limits: dict[str, BackendLimits] = Field(
         default_factory=dict, description="Per backend this batch calls: the limits in force when it was submitted."
     )

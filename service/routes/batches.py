@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from ..core.models import BatchDocument, BatchRequest
-from ..core.validation import validate_batch
 from ..deps import ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["batches"])
@@ -16,21 +15,9 @@ router = APIRouter(prefix="/v1", tags=["batches"])
 @router.post("/batches", status_code=202, summary="Submit a batch of MCP tool calls")
 async def submit_batch(request: BatchRequest, services: ServicesDep, response: Response) -> BatchDocument:
     """Validate the whole batch, store it and queue it; answers at once with the (queued) document."""
-    settings = services.settings
-    concurrency = validate_batch(
-        request, settings.max_calls_per_batch, settings.max_concurrency_ceiling, settings.default_max_concurrency
-    )
-    store = services.store
-    limits = services.registry.limits({call.server for call in request.calls})
-    batch_id = await store.create(request, concurrency, limits)
-    try:
-        await services.redis.enqueue_job("run_batch", batch_id, _job_id=batch_id, _queue_name=services.keys.queue)
-    except BaseException:
-        await store.delete(batch_id)  # nothing half-written: a batch that could not be queued does not exist
-        raise
-    await services.redis.publish(services.keys.wake_channel, batch_id)
+    batch_id = await services.submit(request)
     response.headers["Location"] = f"/v1/batches/{batch_id}"
-    return await store.document(batch_id)
+    return await services.store.document(batch_id)
 
 
 @router.get("/batches/{batch_id}", summary="The batch document (optionally waiting for the batch to finish)")
