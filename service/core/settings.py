@@ -25,6 +25,15 @@ class Settings(BaseSettings):
     retention_seconds: int = Field(86_400, ge=60, description="How long a batch and its results are kept.")
     max_wait_seconds: float = Field(60.0, ge=0, description="Longest ?wait a GET may hold.")
 
+    max_argument_bytes: int = Field(20_000, ge=2, description="Largest serialized `arguments` of one call.")
+    max_argument_depth: int = Field(8, ge=1, description="Deepest nesting of one call's `arguments`.")
+    response_max_bytes: int = Field(300_000, ge=1024, description="Default budget of a document's `results`.")
+    response_max_bytes_ceiling: int = Field(10_000_000, ge=1024, description="Largest response_max_bytes allowed.")
+    sync_wait_seconds: float = Field(
+        30.0, gt=0, description="How long the synchronous doors (POST /mcp/tools/call, call_tools_batch) wait."
+    )
+    gumloop_max_calls: int = Field(5, ge=1, description="Most calls in one POST /mcp/tools/call (Gumloop's cap).")
+
     default_timeout_seconds: float = Field(30.0, gt=0, description="Per-call timeout for servers that set none.")
     connect_timeout_seconds: float = Field(20.0, gt=0, description="Longest time to open a backend session.")
     tools_refresh_seconds: float = Field(300.0, gt=0, description="How long a backend's cached tools/list is used.")
