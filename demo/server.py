@@ -54,6 +54,12 @@ def echo(message: str = "", data: Any = None) -> str:
 
 
 @server.tool(annotations=READ)
+def reflect(data: Any = None) -> dict[str, Any]:
+    """Return the data given, as structured content (to see what a call was sent)."""
+    return {"data": data}
+
+
+@server.tool(annotations=READ)
 async def sleep(seconds: float = 0.1, tag: str = "") -> str:
     """Sleep without blocking the server, then answer; for long and concurrent work."""
     await asyncio.sleep(seconds)
@@ -156,6 +162,21 @@ class RefuseCalls:
         await self.app(scope, replay, send)
 
 
+class RequireToken:
+    """ASGI middleware: 401 to any HTTP request without `Authorization: Bearer <token>` (a backend refusing the
+    credentials it was given)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != self.expected:
+            await PlainTextResponse("unauthorized", status_code=401)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 @server.tool(annotations=READ)
 def crash(exit_code: int = 1) -> str:
     """Kill this server process at once, mid-call (a backend that dies)."""
@@ -178,11 +199,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--require-token", metavar="TOKEN", help="over HTTP: answer 401 unless `Bearer TOKEN` is sent")
     args = parser.parse_args(argv)
     if args.transport == "stdio":
         server.run("stdio")
     else:
-        app = RefuseCalls(server.streamable_http_app(host=args.host))
+        app: ASGIApp = RefuseCalls(server.streamable_http_app(host=args.host))
+        if args.require_token:
+            app = RequireToken(app, args.require_token)
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 

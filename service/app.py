@@ -18,7 +18,8 @@ from .core.services import Services
 from .core.settings import Settings, get_settings
 from .core.store import Store
 from .errors import install_error_handlers
-from .routes import batches, health, servers
+from .mcp_endpoint import build_mcp_server, mcp_routes
+from .routes import batches, gumloop, health, servers
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -26,6 +27,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     registry = load_servers(settings.servers)
     keys = Keys(settings.key_prefix)
+    mcp = build_mcp_server(lambda: app.state.services, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -38,13 +40,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             keys=keys,
             registry=registry,
             redis=redis,
-            store=Store(redis, keys, settings.retention_seconds, done),
+            store=Store(redis, keys, settings.retention_seconds, done, settings.response_max_bytes),
             catalog=catalog,
             rate=RateLimiter(redis, keys),
             leases=LeaseSemaphore(redis, keys),
         )
         try:
-            yield
+            # Routes have no lifespan of their own: the MCP session manager runs (and stops, before Redis closes) here.
+            async with mcp.session_manager.run():
+                yield
         finally:
             await done.stop()
             await redis.aclose()
@@ -58,5 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(batches.router)
     app.include_router(servers.router)
+    app.include_router(gumloop.router)
     app.include_router(health.router)
+    app.router.routes.extend(mcp_routes(mcp))  # the MCP endpoint at /mcp (and /mcp/)
     return app

@@ -1,15 +1,22 @@
-"""The `mcp-batch` command: dev (everything in one process), api, worker, demo-backend."""
+"""The `mcp-batch` command: dev (everything in one process), api, worker, demo-backend; and the client commands
+submit, get and results, which talk to a running server over HTTP (service/remote.py)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import math
+import os
 import sys
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import IO, Any
 
 from .core.errors import ConfigError
+from .core.models import ItemStatus
+from .remote import DEFAULT_SERVER_URL, Progress, Remote, RemoteError, load_batch
 
 
 def _api(args: argparse.Namespace) -> None:
@@ -57,6 +64,125 @@ def _demo_backend(args: argparse.Namespace) -> None:
     demo_main(args.rest)
 
 
+def _submit(args: argparse.Namespace) -> int:
+    batch = load_batch(args.file)  # every check that needs no server, before anything is sent
+    with Remote(_server_url(args)) as remote:
+        document = remote.submit(batch)
+        batch_id = document["id"]
+        if not (args.wait or args.out):
+            print(batch_id)
+            print(remote.url(batch_id))
+            return 0
+        progress = Progress(sys.stderr)
+        progress.update(document)
+        try:
+            for document in remote.wait(batch_id, math.inf, poll=progress.poll, limit=1):
+                progress.update(document)
+        except KeyboardInterrupt:
+            progress.close()
+            print(f"mcp-batch: stopped waiting; the batch runs on: {remote.url(batch_id)}", file=sys.stderr)
+            return 130
+        progress.close()
+        if args.out:
+            written, _ = _copy_results(remote, batch_id, args.out)
+            c = document["counts"]
+            print(
+                f"batch {batch_id} completed: {c['succeeded']} ok, {c['failed']} failed, {c['skipped']} skipped"
+                f" of {c['total']} in {document['elapsed_seconds']:.1f}s; {written} results written to {args.out}"
+            )
+        else:
+            _print_json(remote.document(batch_id))
+    return 0 if document["ok"] else 3
+
+
+def _get(args: argparse.Namespace) -> int:
+    with Remote(_server_url(args)) as remote:
+        if args.wait:
+            *_, document = remote.wait(args.id, args.wait)
+        else:
+            document = remote.document(args.id)
+    _print_json(document)
+    return 0
+
+
+def _results(args: argparse.Namespace) -> int:
+    with Remote(_server_url(args)) as remote:
+        written, cursor = _copy_results(remote, args.id, args.out, args.status, args.after)
+    if args.out:
+        print(f"{written} results written to {args.out}; next: --after {cursor}")
+    return 0
+
+
+def _copy_results(
+    remote: Remote, batch_id: str, out: str | None, status: str | None = None, after: int | None = None
+) -> tuple[int, int | None]:
+    """Copy the results' JSON Lines as they arrive; the lines written and the cursor for the next `--after`."""
+    with remote.results(batch_id, status, after) as results, _sink(out) as sink:
+        written = 0
+        for chunk in results.chunks:
+            sink.write(chunk)
+            written += chunk.count(b"\n")
+    return written, results.next_after
+
+
+@contextmanager
+def _sink(path: str | None) -> Iterator[IO[bytes]]:
+    if path is None:
+        sys.stdout.flush()  # the bytes go under the text layer: nothing may be left above them
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    try:
+        file = open(path, "wb")  # noqa: SIM115 - opened only once the server has answered, closed below
+    except OSError as exc:
+        raise RemoteError(f"cannot write {path}: {exc.strerror}") from None
+    with file:
+        yield file
+
+
+def _print_json(document: dict[str, Any]) -> None:
+    json.dump(document, sys.stdout, indent=2)
+    print()
+
+
+def _server_url(args: argparse.Namespace) -> str:
+    return args.server_url or os.environ.get("MCP_BATCH_SERVER_URL") or DEFAULT_SERVER_URL
+
+
+def _statuses(value: str) -> str:
+    """`--status ok,error`: every name must be an item status."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in set(ItemStatus)]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"not an item status: {', '.join(unknown) or value!r}")
+    return ",".join(names)
+
+
+def _add_client_commands(sub: Any) -> None:
+    url_help = f"the mcp-batch server (default: $MCP_BATCH_SERVER_URL, else {DEFAULT_SERVER_URL})"
+
+    submit = sub.add_parser("submit", help="check a batch file and submit it; --wait follows it to the end")
+    submit.add_argument("file", metavar="FILE.json", help="a batch in the POST /v1/batches shape, or - for stdin")
+    submit.add_argument("--wait", action="store_true", help="show progress on stderr and print the final document")
+    submit.add_argument("--out", metavar="FILE", help="write the results as JSON Lines to FILE (implies --wait)")
+    submit.add_argument("--server-url", metavar="URL", help=url_help)
+    submit.set_defaults(run=_submit)
+
+    get = sub.add_parser("get", help="print a batch document")
+    get.add_argument("id")
+    get.add_argument("--wait", type=float, default=0, metavar="S", help="wait up to S seconds for the batch to end")
+    get.add_argument("--server-url", metavar="URL", help=url_help)
+    get.set_defaults(run=_get)
+
+    results = sub.add_parser("results", help="stream a batch's finished items as JSON Lines, in finish order")
+    results.add_argument("id")
+    results.add_argument("--status", type=_statuses, metavar="S,S", help="only items in these statuses (ok,error)")
+    results.add_argument("--after", type=int, metavar="N", help="only items finished after the one with seq N")
+    results.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
+    results.add_argument("--server-url", metavar="URL", help=url_help)
+    results.set_defaults(run=_results)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script."""
     parser = argparse.ArgumentParser(prog="mcp-batch", description="Durable batches of MCP tool calls.")
@@ -79,15 +205,27 @@ def main(argv: list[str] | None = None) -> None:
     demo.add_argument("rest", nargs=argparse.REMAINDER)
     demo.set_defaults(run=_demo_backend)
 
+    _add_client_commands(sub)
+
     args = parser.parse_args(argv)
-    if args.command != "demo-backend":  # stdout of the stdio backend is the MCP channel
+    # not demo-backend: the stdout of the stdio backend is the MCP channel; not the client commands: they log nothing
+    if args.command in {"dev", "api", "worker"}:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         for noisy in ("httpx", "httpx2", "mcp"):  # a log line per backend request would cost more than the call
             logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        args.run(args)
+        code = args.run(args)
     except ConfigError as exc:
         print(f"mcp-batch: configuration error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except RemoteError as exc:
+        print(f"mcp-batch: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
     except KeyboardInterrupt:
         pass
+    except BrokenPipeError:  # `mcp-batch get ID | head`: the reader has gone; stop quietly, as cat would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush cannot fail again
+        raise SystemExit(1) from None
+    else:
+        if code:  # the client commands answer an exit code; the others run until stopped
+            raise SystemExit(code)

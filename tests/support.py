@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,10 +52,11 @@ class HttpBackendProcess:
         self.process.wait(10)
 
 
-def start_http_backend(timeout: float = 30.0) -> HttpBackendProcess:
-    """Start the demo backend over HTTP and return once it accepts connections."""
+def start_http_backend(timeout: float = 30.0, extra_args: Sequence[str] = ()) -> HttpBackendProcess:
+    """Start the demo backend over HTTP (with `extra_args`, e.g. `--require-token`) and return once it accepts
+    connections."""
     port = free_port()
-    cmd = [sys.executable, "-m", "demo.server", "--transport", "http", "--port", str(port)]
+    cmd = [sys.executable, "-m", "demo.server", "--transport", "http", "--port", str(port), *extra_args]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

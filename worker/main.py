@@ -18,6 +18,7 @@ from service.core.catalog import Catalog
 from service.core.events import Listener
 from service.core.keys import Keys
 from service.core.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
+from service.core.precheck import Bounds
 from service.core.settings import Settings, get_settings
 from service.core.store import Store
 
@@ -51,6 +52,7 @@ async def startup(ctx: dict[str, Any]) -> None:
         settings.default_timeout_seconds,
         settings.limit_max_wait_seconds,
         settings.max_attempts,
+        Bounds(settings.max_argument_bytes, settings.max_argument_depth),
     )
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}"
     logger.info("worker %s ready for %d backends", ctx["worker_id"], len(registry))

@@ -22,6 +22,7 @@ from service.core.catalog import Catalog
 from service.core.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
 from service.core.mcp_client import HttpOutcome, connect, http_outcome, list_tools
 from service.core.models import ItemStatus, ToolInfo
+from service.core.precheck import Bounds, precheck
 from service.core.store import Claim, iso
 
 from .gate import Gate, LimitWait
@@ -59,6 +60,8 @@ class BackendSession:
             raise
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
+        outcome = HttpOutcome()
+        http_outcome.set(outcome)  # this task's own context: records a 401/403 answered to the handshake
         try:
             async with connect(self.backend, self.call_timeout) as client:
                 self.tools = {t.name: t for t in await list_tools(client)}
@@ -66,8 +69,10 @@ class BackendSession:
                 self.opened_at = time.monotonic()
                 ready.set_result(None)
                 await self._closing.wait()
-        except BaseException as exc:  # the owner must never die silently: hand the failure to open()
+        except BaseException:  # the owner must never die silently: hand the failure to open()
             if not ready.done():
+                if outcome.status in (401, 403):
+                    exc = BackendUnauthenticated(f"{self.name!r} refused the credentials (HTTP {outcome.status})")
                 ready.set_exception(exc if isinstance(exc, Exception) else BackendError("session cancelled"))
             elif not isinstance(exc, asyncio.CancelledError):
                 logger.warning("session to %s ended: %s", self.name, type(exc).__name__)
@@ -144,8 +149,10 @@ class SessionPool:
         default_timeout: float,
         max_limit_wait: float,
         max_attempts: int,
+        bounds: Bounds,
     ) -> None:
         self.registry = registry
+        self.bounds = bounds
         self.catalog = catalog
         self.gate = gate
         self.max_limit_wait = max_limit_wait
@@ -199,7 +206,7 @@ def _error(code: str, message: str, type_: str, **details: Any) -> dict[str, Any
     return {"code": code, "message": message, "type": type_, "details": details or None}
 
 
-async def run_call(pool: SessionPool, claim: Claim, worker: str) -> dict[str, Any]:
+async def run_call(pool: SessionPool, claim: Claim, worker: str, read_only: bool = True) -> dict[str, Any]:
     """Run one item and return its result record; never raises for a failure of the call itself."""
     started = time.time()
     clock = time.monotonic()
@@ -210,26 +217,30 @@ async def run_call(pool: SessionPool, claim: Claim, worker: str) -> dict[str, An
         record["elapsed_seconds"] = round(time.monotonic() - clock, 6)
         return record
 
-    if claim.server not in pool.registry:
-        msg = f"server {claim.server!r} is not configured"
-        return done(ItemStatus.unknown_server, error=_error("unknown_server", msg, "validation"))
+    backend = pool.registry.get(claim.server)
+    refusal = precheck(claim.server, claim.tool, claim.arguments, backend, None, read_only, pool.bounds)
+    if refusal is not None:
+        return done(refusal.status, error=refusal.error())
     try:
         session = await pool.session(claim.server)
+    except BackendUnauthenticated as exc:
+        return done(ItemStatus.error, error=_error(exc.code, str(exc), "backend"))
     except Exception as exc:
         msg = f"could not open a session to {claim.server!r}: {type(exc).__name__}"
         return done(ItemStatus.error, error=_error("backend_unavailable", msg, "backend"))
-    if claim.tool not in session.tools:
-        msg = f"server {claim.server!r} has no tool {claim.tool!r}"
-        return done(ItemStatus.unknown_tool, error=_error("unknown_tool", msg, "validation"))
+    refusal = precheck(claim.server, claim.tool, claim.arguments, backend, session.tools, read_only, pool.bounds)
+    if refusal is not None:
+        return done(refusal.status, error=refusal.error())
     timeout = pool.timeout_for(claim.server)
-    backend = session.backend
     annotations = session.tools[claim.tool].annotations or {}
     retryable = bool(annotations.get("readOnlyHint") or annotations.get("idempotentHint"))
     record["attempts"], record["rate_wait_seconds"] = 0, 0.0
     while True:
         record["attempts"] += 1
         try:
-            async with pool.gate.admit(claim.server, backend, pool.max_limit_wait, timeout + _LEASE_MARGIN) as gate:
+            async with pool.gate.admit(
+                claim.server, session.backend, pool.max_limit_wait, timeout + _LEASE_MARGIN
+            ) as gate:
                 record["rate_wait_seconds"] = round(record["rate_wait_seconds"] + gate.waited, 6)
                 clock = time.monotonic()  # elapsed_seconds is the backend call alone
                 result = await session.call(claim.tool, claim.arguments, timeout)

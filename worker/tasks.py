@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from service.core.errors import BatchNotFound
 from service.core.models import ItemStatus, Mode
-from service.core.store import Claim, Store
+from service.core.store import Claim, Store, iso
 
 from .mcp_call import SessionPool, run_call
+from .references import BatchReferences
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +29,7 @@ async def run_batch(ctx: dict[str, Any], batch_id: str) -> None:
         logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
         return
     lanes = 1 if meta.mode is Mode.serial else meta.max_concurrency
+    references = BatchReferences(store, batch_id)
 
     async def lane() -> None:
         finished: tuple[Claim, dict[str, Any]] | None = None
@@ -34,8 +37,13 @@ async def run_batch(ctx: dict[str, Any], batch_id: str) -> None:
             claim = await store.advance(batch_id, worker_id, finished, want_next=True)
             if claim is None:
                 return
+            queued = round(time.time() - meta.created_at, 6)
             try:
-                record = await run_call(pool, claim, worker_id)
+                prepared = await references.prepare(claim)
+                if isinstance(prepared, Claim):
+                    record = await run_call(pool, prepared, worker_id, meta.read_only)
+                else:
+                    record = prepared | {"worker": worker_id, "started_at": iso(time.time()), "attempts": 0}
             except Exception:  # a bug must not leave the item running forever
                 logger.exception("batch %s item %d failed inside the worker", batch_id, claim.index)
                 record = {
@@ -43,6 +51,8 @@ async def run_batch(ctx: dict[str, Any], batch_id: str) -> None:
                     "worker": worker_id,
                     "error": {"code": "internal_error", "message": "the worker failed", "type": "internal"},
                 }
+            record["queued_seconds"] = queued
+            references.finished(claim.index, record)
             finished = (claim, record)
 
     await asyncio.gather(*(lane() for _ in range(lanes)))

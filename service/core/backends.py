@@ -38,6 +38,8 @@ class _BackendBase(BaseModel):
     timeout_seconds: float | None = Field(None, gt=0)
     max_concurrency: int | None = Field(None, ge=1)
     rate_limit: RateLimit | None = None
+    read_only_tools: list[str] = Field(default_factory=list, description="Tools to treat as read-only.")
+    deny_tools: list[str] = Field(default_factory=list, description="Tools never dispatched.")
 
 
 class StdioBackend(_BackendBase):

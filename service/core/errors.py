@@ -29,6 +29,15 @@ class BatchNotFound(MCPBatchError):
         self.batch_id = batch_id
 
 
+class ItemNotFound(BatchNotFound):
+    """The batch exists but has no item with this id."""
+
+    def __init__(self, batch_id: str, item_id: str) -> None:
+        MCPBatchError.__init__(self, f"batch {batch_id!r} has no item {item_id!r}")
+        self.batch_id = batch_id
+        self.item_id = item_id
+
+
 @dataclass(frozen=True)
 class Problem:
     """One fault in a request: where (`loc`, like pydantic's) and what, never the offending value."""

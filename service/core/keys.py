@@ -5,6 +5,8 @@ Per batch (all expire `retention_seconds` after the batch finishes, and are kept
     {p}:batch:{id}:calls      list    one JSON call spec per item, in submitted order
     {p}:batch:{id}:results    hash    item index -> JSON result record, written once when the item finishes
     {p}:batch:{id}:failed     zset    failed item ids, scored by index (ordered failed_ids / failed_indexes)
+    {p}:batch:{id}:finished   list    item indexes in finish order (position + 1 = the item's `seq`)
+    {p}:batch:{id}:ids        hash    item id -> index
 Per backend:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
     {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
@@ -39,9 +41,16 @@ class Keys:
     def failed(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{batch_id}:failed"
 
+    def finished(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:finished"
+
+    def ids(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:ids"
+
     def batch_keys(self, batch_id: str) -> list[str]:
         """All keys of one batch, in the order the store's scripts expect them."""
-        return [self.batch(batch_id), self.calls(batch_id), self.results(batch_id), self.failed(batch_id)]
+        b = batch_id
+        return [self.batch(b), self.calls(b), self.results(b), self.failed(b), self.finished(b), self.ids(b)]
 
     def tools(self, server: str) -> str:
         return f"{self.prefix}:tools:{server}"

@@ -65,8 +65,9 @@ class Call(BaseModel):
         max_length=100,
         description="Caller's id for this call, unique in the batch; default: index.",
     )
-    server: str = Field(min_length=1, max_length=200, description="Backend name from the servers file.")
-    tool: str = Field(min_length=1, max_length=200, description="Tool name on that backend.")
+    # Names over 200 characters are an item's `invalid_call`, not a rejected batch; this bound only stops abuse.
+    server: str = Field(min_length=1, max_length=10_000, description="Backend name from the servers file.")
+    tool: str = Field(min_length=1, max_length=10_000, description="Tool name on that backend.")
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
 
 
@@ -126,6 +127,30 @@ class ItemResult(BaseModel):
     )
 
 
+class ItemPage(ItemResult):
+    """One item, whole, or one page of its content when it is larger than a response."""
+
+    next_cursor: str | None = Field(None, description="Pass as ?cursor= for the rest of `content`.")
+
+
+class DryRunItem(BaseModel):
+    """What would become of one call."""
+
+    index: int
+    id: str
+    server: str
+    tool: str
+    status: ItemStatus = Field(description="`pending` (it would be dispatched) or the status it would end with.")
+    error: ItemError | None = None
+
+
+class DryRun(BaseModel):
+    """Answer of `POST /v1/batches:validate`: nothing was stored or queued."""
+
+    valid: bool = Field(description="True when every call would be dispatched.")
+    results: list[DryRunItem]
+
+
 class Counts(BaseModel):
     """How many items are in each state."""
 
@@ -160,6 +185,8 @@ class BatchDocument(BaseModel):
     stopped_at: int | None = Field(description="Index of the item that stopped the batch (on_error=stop).")
     results: list[ItemResult] = Field(description="Item results in index order (the page asked for).")
     results_offset: int = Field(0, description="Index of the first item in `results`.")
+    next_offset: int | None = Field(None, description="Offset of the next page of `results`, if there is one.")
+    response_max_bytes: int = Field(300_000, description="The budget `results` was fitted to.")
     truncated: bool = Field(False, description="Some items in `results` were shrunk to fit response_max_bytes.")
     truncated_bytes: int = Field(0, description="Bytes removed from `results` in all (fetch items whole by id).")
     limits: dict[str, BackendLimits] = Field(

@@ -6,15 +6,18 @@ batch is validated, stored and queued the same way whichever door it came in by.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from arq import ArqRedis
 
+from . import budget
 from .backends import Registry
 from .catalog import Catalog
 from .keys import Keys
 from .limits import LeaseSemaphore, RateLimiter
-from .models import BatchRequest
+from .models import BatchDocument, BatchRequest, DryRun, DryRunItem, ItemError, ItemResult, ItemStatus
+from .precheck import Bounds, precheck
 from .settings import Settings
 from .store import Store
 from .validation import validate_batch
@@ -33,12 +36,20 @@ class Services:
     rate: RateLimiter
     leases: LeaseSemaphore
 
-    async def submit(self, request: BatchRequest) -> str:
-        """Validate the whole batch (InvalidBatch lists every fault), store it atomically, queue it, wake workers."""
+    def validate(self, request: BatchRequest) -> int:
+        """Whole-batch checks (InvalidBatch lists every fault); the batch's effective max_concurrency."""
         settings = self.settings
-        concurrency = validate_batch(
-            request, settings.max_calls_per_batch, settings.max_concurrency_ceiling, settings.default_max_concurrency
+        return validate_batch(
+            request,
+            settings.max_calls_per_batch,
+            settings.max_concurrency_ceiling,
+            settings.default_max_concurrency,
+            settings.response_max_bytes_ceiling,
         )
+
+    async def submit(self, request: BatchRequest) -> str:
+        """Validate the whole batch, store it atomically, queue it, wake workers."""
+        concurrency = self.validate(request)
         limits = self.registry.limits({call.server for call in request.calls})
         batch_id = await self.store.create(request, concurrency, limits)
         try:
@@ -48,3 +59,37 @@ class Services:
             raise
         await self.redis.publish(self.keys.wake_channel, batch_id)
         return batch_id
+
+    async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
+        """A page of the document that fits the batch's byte budget: no more items than the budget holds."""
+        max_bytes = await self.store.response_budget(batch_id)
+        page = budget.most_items(max_bytes) if limit is None else min(limit, budget.most_items(max_bytes))
+        document = await self.store.document(batch_id, offset, page)
+        items, removed = budget.fit([item.model_dump(mode="json") for item in document.results], max_bytes)
+        document.results = [ItemResult.model_validate(item) for item in items]
+        document.truncated, document.truncated_bytes = removed > 0, removed
+        return document
+
+    async def dry_run(self, request: BatchRequest) -> DryRun:
+        """Every check a batch would meet, with each call's would-be status; nothing is stored or queued."""
+        self.validate(request)
+        bounds = Bounds(self.settings.max_argument_bytes, self.settings.max_argument_depth)
+        names = {call.server for call in request.calls if call.server in self.registry}
+        listed = await asyncio.gather(*(self.catalog.tools(name) for name in names), return_exceptions=True)
+        tools = {n: {t.name: t for t in ts} for n, ts in zip(names, listed, strict=True) if isinstance(ts, list)}
+        results = []
+        for index, call in enumerate(request.calls):
+            backend = self.registry.get(call.server)
+            known = tools.get(call.server)
+            refusal = precheck(call.server, call.tool, call.arguments, backend, known, request.read_only, bounds)
+            results.append(
+                DryRunItem(
+                    index=index,
+                    id=call.id or str(index),
+                    server=call.server,
+                    tool=call.tool,
+                    status=refusal.status if refusal else ItemStatus.pending,
+                    error=ItemError.model_validate(refusal.error()) if refusal else None,
+                )
+            )
+        return DryRun(valid=all(r.status is ItemStatus.pending for r in results), results=results)

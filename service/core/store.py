@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -21,7 +21,7 @@ from pydantic import TypeAdapter
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
-from .errors import BatchNotFound
+from .errors import BatchNotFound, ItemNotFound
 from .events import Listener
 from .keys import Keys
 from .models import (
@@ -41,16 +41,18 @@ from .models import (
 _LIMITS = TypeAdapter(dict[str, BackendLimits])
 _CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
 
-# KEYS: meta, calls, results, failed
+# KEYS: meta, calls, results, failed, finished, ids
 # ARGV: index (-1: none), record, status, item id, want ('1'/'0'), now, retention ms, channel, batch id
 _ADVANCE = """
-local meta, calls, results, failed = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta, calls, results, failed, finished = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local index, retention = tonumber(ARGV[1]), tonumber(ARGV[7])
 if redis.call('EXISTS', meta) == 0 then return {-2} end
 if index >= 0 and redis.call('HSETNX', results, index, ARGV[2]) == 1 then
   redis.call('HINCRBY', meta, 'finished', 1)
   redis.call('HINCRBY', meta, 'n:' .. ARGV[3], 1)
   redis.call('PEXPIRE', results, retention)
+  redis.call('RPUSH', finished, index)
+  redis.call('PEXPIRE', finished, retention)
   if ARGV[3] ~= 'ok' and ARGV[3] ~= 'skipped' then
     redis.call('ZADD', failed, index, ARGV[4])
     redis.call('PEXPIRE', failed, retention)
@@ -71,6 +73,7 @@ if ARGV[5] == '1' and not stopped and claimed < total then
   if status == 'queued' then redis.call('HSET', meta, 'status', 'running', 'started_at', ARGV[6]) end
   redis.call('PEXPIRE', meta, retention)
   redis.call('PEXPIRE', calls, retention)
+  redis.call('PEXPIRE', KEYS[6], retention)
   return {claimed, redis.call('LINDEX', calls, claimed)}
 end
 return {-1}
@@ -105,13 +108,23 @@ class BatchMeta:
     mode: Mode
     max_concurrency: int
     status: BatchStatus
+    read_only: bool
+    created_at: float
 
 
 class Store:
     """Batch persistence over one Redis connection pool."""
 
-    def __init__(self, redis: Redis, keys: Keys, retention_seconds: int, done: Listener | None = None) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        retention_seconds: int,
+        done: Listener | None = None,
+        response_max_bytes: int = 300_000,
+    ) -> None:
         self.redis = redis
+        self.response_max_bytes = response_max_bytes
         self.keys = keys
         self.retention_ms = retention_seconds * 1000
         self._done = done  # the API's listener on the done channel; workers do not wait
@@ -128,7 +141,7 @@ class Store:
     ) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing."""
         batch_id = batch_id or new_batch_id()
-        meta, calls, _, _ = self.keys.batch_keys(batch_id)
+        meta, calls = self.keys.batch(batch_id), self.keys.calls(batch_id)
         specs = [
             json.dumps({"id": c.id or str(i), "server": c.server, "tool": c.tool, "arguments": c.arguments})
             for i, c in enumerate(request.calls)
@@ -146,12 +159,17 @@ class Store:
                     "finished": 0,
                     "created_at": repr(time.time()),
                     "limits": _LIMITS.dump_json(limits or {}),
+                    "read_only": int(request.read_only),
+                    "response_max_bytes": request.response_max_bytes or self.response_max_bytes,
                 },
             )
+            ids = {c.id or str(i): i for i, c in enumerate(request.calls)}
             for start in range(0, len(specs), _CHUNK):
                 pipe.rpush(calls, *specs[start : start + _CHUNK])
-            pipe.pexpire(meta, self.retention_ms)
-            pipe.pexpire(calls, self.retention_ms)
+                chunk = list(ids.items())[start : start + _CHUNK]
+                pipe.hset(self.keys.ids(batch_id), mapping=dict(chunk))
+            for key in (meta, calls, self.keys.ids(batch_id)):
+                pipe.pexpire(key, self.retention_ms)
             await pipe.execute()
         return batch_id
 
@@ -166,12 +184,12 @@ class Store:
         return BatchStatus(raw.decode())
 
     async def meta(self, batch_id: str) -> BatchMeta:
-        fields = ["mode", "max_concurrency", "status"]
+        fields = ["mode", "max_concurrency", "status", "read_only", "created_at"]
         raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), fields))
         if raw[0] is None:
             raise BatchNotFound(batch_id)
-        mode, concurrency, status = (cast(bytes, value).decode() for value in raw)
-        return BatchMeta(Mode(mode), int(concurrency), BatchStatus(status))
+        mode, concurrency, status, read_only, created = (cast(bytes, value).decode() for value in raw)
+        return BatchMeta(Mode(mode), int(concurrency), BatchStatus(status), read_only == "1", float(created))
 
     async def advance(
         self, batch_id: str, worker: str, finished: tuple[Claim, dict[str, Any]] | None, want_next: bool
@@ -228,9 +246,67 @@ class Store:
             break
         return replies
 
+    async def item(self, batch_id: str, item_id: str) -> ItemResult:
+        """One item, whole, by its id."""
+        raw_index = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.ids(batch_id), item_id))
+        if raw_index is None:
+            await self.status(batch_id)  # BatchNotFound when the batch itself is gone
+            raise ItemNotFound(batch_id, item_id)
+        return (await self.document(batch_id, int(raw_index), 1)).results[0]
+
+    async def finished_since(
+        self, batch_id: str, after: int, end: int | None = None, chunk: int = 500
+    ) -> AsyncIterator[list[ItemResult]]:
+        """Finished items in finish order, after the `after`-th up to the `end`-th, in chunks; each with its `seq`."""
+        finished_k, results_k, calls_k = (
+            self.keys.finished(batch_id),
+            self.keys.results(batch_id),
+            self.keys.calls(batch_id),
+        )
+        if end is None:
+            end = await cast(Awaitable[int], self.redis.llen(finished_k))
+        position = after
+        while position < end:
+            stop = min(end, position + chunk) - 1
+            raw = await cast(Awaitable[list[bytes]], self.redis.lrange(finished_k, position, stop))
+            indexes = [int(i) for i in raw]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hmget(results_k, indexes)
+                for index in indexes:
+                    pipe.lindex(calls_k, index)
+                records, *specs = await pipe.execute()
+            items = []
+            for n, (index, record, spec) in enumerate(zip(indexes, records, specs, strict=True)):
+                merged = {"index": index, **_spec_fields(spec), **json.loads(record), "seq": position + n + 1}
+                items.append(ItemResult.model_validate(merged))
+            position += len(indexes)
+            yield items
+
+    async def id_index(self, batch_id: str) -> dict[str, int]:
+        """Casefolded item id -> index, for resolving references."""
+        raw = await cast(Awaitable[dict[bytes, bytes]], self.redis.hgetall(self.keys.ids(batch_id)))
+        return {k.decode().casefold(): int(v) for k, v in raw.items()}
+
+    async def records(self, batch_id: str, indexes: list[int]) -> dict[int, dict[str, Any]]:
+        """The stored result records of these items (finished ones only)."""
+        raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.results(batch_id), indexes))
+        return {i: json.loads(r) for i, r in zip(indexes, raw, strict=True) if r is not None}
+
+    async def finished_count(self, batch_id: str) -> int:
+        """How many items have finished (BatchNotFound for an unknown batch)."""
+        await self.status(batch_id)
+        return await cast(Awaitable[int], self.redis.llen(self.keys.finished(batch_id)))
+
+    async def response_budget(self, batch_id: str) -> int:
+        """The batch's response_max_bytes."""
+        raw = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "response_max_bytes"))
+        if raw is None:
+            raise BatchNotFound(batch_id)
+        return int(raw)
+
     async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
         """Assemble the batch document, building only the results page asked for."""
-        meta_k, calls_k, results_k, failed_k = self.keys.batch_keys(batch_id)
+        meta_k, calls_k, results_k, failed_k = self.keys.batch_keys(batch_id)[:4]
         end = -1 if limit is None else offset + limit - 1
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hgetall(meta_k)
@@ -264,6 +340,11 @@ class Store:
                 return
 
 
+def _spec_fields(raw: bytes) -> dict[str, Any]:
+    spec = json.loads(raw)
+    return {"id": spec["id"], "server": spec["server"], "tool": spec["tool"]}
+
+
 def _render(
     batch_id: str,
     meta: dict[str, str],
@@ -279,8 +360,7 @@ def _render(
     results = []
     for k, raw in enumerate(raw_calls):
         index = offset + k
-        spec = json.loads(raw)
-        item: dict[str, Any] = {"index": index, "id": spec["id"], "server": spec["server"], "tool": spec["tool"]}
+        item: dict[str, Any] = {"index": index, **_spec_fields(raw)}
         if index in records:
             item.update(json.loads(records[index]))
         elif index < claimed:
@@ -316,6 +396,9 @@ def _render(
         results=results,
         results_offset=offset,
         limits=_LIMITS.validate_json(meta.get("limits", "{}")),
+        read_only=meta.get("read_only", "1") == "1",
+        response_max_bytes=int(meta.get("response_max_bytes", 300_000)),
+        next_offset=offset + len(results) if offset + len(results) < total else None,
         created_at=iso(created) or "",
         started_at=iso(started),
         finished_at=iso(ended),

@@ -6,7 +6,13 @@ from .errors import InvalidBatch, Problem
 from .models import BatchRequest
 
 
-def validate_batch(request: BatchRequest, max_calls: int, concurrency_ceiling: int, default_concurrency: int) -> int:
+def validate_batch(
+    request: BatchRequest,
+    max_calls: int,
+    concurrency_ceiling: int,
+    default_concurrency: int,
+    response_ceiling: int = 10_000_000,
+) -> int:
     """Check the batch as a whole; return its effective max_concurrency or raise InvalidBatch listing every fault."""
     problems: list[Problem] = []
     if not request.calls:
@@ -17,7 +23,11 @@ def validate_batch(request: BatchRequest, max_calls: int, concurrency_ceiling: i
         )
     seen: dict[str, int] = {}
     for index, call in enumerate(request.calls):
-        call_id = call.id if call.id is not None else str(index)
+        call_id = (call.id if call.id is not None else str(index)).casefold()  # ids differing only in case clash
+        if "." in call_id:
+            problems.append(Problem(("calls", index, "id"), "an id may not contain '.' (references use dots)"))
+        elif any(ord(c) < 32 or ord(c) == 127 for c in call_id):
+            problems.append(Problem(("calls", index, "id"), "an id may not contain control characters"))
         if call_id in seen:
             problems.append(
                 Problem(("calls", index, "id"), f"duplicate id: call {index} has the id of call {seen[call_id]}")
@@ -26,6 +36,8 @@ def validate_batch(request: BatchRequest, max_calls: int, concurrency_ceiling: i
             seen[call_id] = index
     if request.max_concurrency is not None and request.max_concurrency > concurrency_ceiling:
         problems.append(Problem(("max_concurrency",), f"at most {concurrency_ceiling}", "less_than_equal"))
+    if request.response_max_bytes is not None and request.response_max_bytes > response_ceiling:
+        problems.append(Problem(("response_max_bytes",), f"at most {response_ceiling}", "less_than_equal"))
     if problems:
         raise InvalidBatch(problems)
     return request.max_concurrency or default_concurrency

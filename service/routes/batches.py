@@ -1,15 +1,21 @@
-"""The batch routes: submit, read (optionally waiting for the end)."""
+"""The batch routes: submit, read (optionally waiting for the end, one byte-bounded page), items, results."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
+from fastapi.responses import StreamingResponse
 
-from ..core.models import BatchDocument, BatchRequest
+from ..core import budget
+from ..core.models import BatchDocument, BatchRequest, DryRun, ItemPage, ItemStatus
 from ..deps import ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["batches"])
+
+_NDJSON = "application/x-ndjson"
 
 
 @router.post("/batches", status_code=202, summary="Submit a batch of MCP tool calls")
@@ -17,7 +23,13 @@ async def submit_batch(request: BatchRequest, services: ServicesDep, response: R
     """Validate the whole batch, store it and queue it; answers at once with the (queued) document."""
     batch_id = await services.submit(request)
     response.headers["Location"] = f"/v1/batches/{batch_id}"
-    return await services.store.document(batch_id)
+    return await services.document(batch_id)
+
+
+@router.post("/batches:validate", summary="Dry run: every check, each call's would-be status; nothing queued")
+async def validate_batch(request: BatchRequest, services: ServicesDep) -> DryRun:
+    """422 for whole-batch faults, as for a submit; otherwise what would become of each call."""
+    return await services.dry_run(request)
 
 
 @router.get("/batches/{batch_id}", summary="The batch document (optionally waiting for the batch to finish)")
@@ -26,8 +38,57 @@ async def get_batch(
     services: ServicesDep,
     wait: Annotated[float, Query(ge=0, le=60, description="Hold the request up to this many seconds for the end.")] = 0,
     offset: Annotated[int, Query(ge=0, description="First item of `results` to return.")] = 0,
-    limit: Annotated[int | None, Query(ge=1, le=10_000, description="Most items of `results` to return.")] = None,
+    limit: Annotated[
+        int | None, Query(ge=0, le=10_000, description="Most items of `results` (default: what the budget holds).")
+    ] = None,
 ) -> BatchDocument:
+    """The document with one page of `results`, fitted to the batch's `response_max_bytes`."""
     if wait > 0:
         await services.store.wait(batch_id, min(wait, services.settings.max_wait_seconds))
-    return await services.store.document(batch_id, offset, limit)
+    return await services.document(batch_id, offset, limit)
+
+
+@router.get("/batches/{batch_id}/items/{item_id}", summary="One item, whole, paging through large content")
+async def get_item(
+    batch_id: str,
+    item_id: str,
+    services: ServicesDep,
+    cursor: Annotated[str | None, Query(pattern=r"^\d+\.\d+$", description="`next_cursor` of the last page.")] = None,
+) -> ItemPage:
+    """The stored item; when its content is larger than one response, a page of it and `next_cursor`."""
+    item = await services.store.item(batch_id, item_id)
+    page_bytes = services.settings.response_max_bytes
+    if cursor is None and budget.size(item.model_dump(mode="json")) <= page_bytes:
+        return ItemPage.model_validate(item.model_dump())
+    content, next_cursor = budget.page_content(item.content or [], cursor, page_bytes)
+    first = cursor is None or cursor == "0.0"
+    fields = item.model_dump() | {"content": content, "next_cursor": next_cursor}
+    if not first:
+        fields["structured_content"] = None  # sent whole on the first page
+    return ItemPage.model_validate(fields)
+
+
+@router.get(
+    "/batches/{batch_id}/results",
+    summary="Finished items as JSON Lines, in finish order",
+    response_class=StreamingResponse,
+    responses={200: {"content": {_NDJSON: {}}, "description": "One ItemResult (with `seq`) per line."}},
+)
+async def stream_results(
+    batch_id: str,
+    services: ServicesDep,
+    status: Annotated[str | None, Query(description="Only these item statuses, comma-separated.")] = None,
+    after: Annotated[int, Query(ge=0, description="Only items finished after this `seq` (X-Next-After).")] = 0,
+) -> StreamingResponse:
+    """Every finished item since `after`; the `X-Next-After` header is the cursor for the next call."""
+    wanted = {ItemStatus(s) for s in status.split(",")} if status else None
+    store = services.store
+    end = await store.finished_count(batch_id)  # a snapshot: the cursor covers exactly what is streamed
+
+    async def lines() -> AsyncIterator[bytes]:
+        async for chunk in store.finished_since(batch_id, after, end=end):
+            for item in chunk:
+                if wanted is None or item.status in wanted:
+                    yield json.dumps(item.model_dump(mode="json"), ensure_ascii=False).encode() + b"\n"
+
+    return StreamingResponse(lines(), media_type=_NDJSON, headers={"X-Next-After": str(max(after, end))})
