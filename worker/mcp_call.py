@@ -22,7 +22,7 @@ from service.core.catalog import Catalog
 from service.core.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
 from service.core.mcp_client import HttpOutcome, connect, http_outcome, list_tools
 from service.core.models import ItemStatus, ToolInfo
-from service.core.precheck import Bounds, precheck
+from service.core.precheck import Bounds, check_call, check_tool
 from service.core.store import Claim, iso
 
 from .gate import Gate, LimitWait
@@ -217,8 +217,7 @@ async def run_call(pool: SessionPool, claim: Claim, worker: str, read_only: bool
         record["elapsed_seconds"] = round(time.monotonic() - clock, 6)
         return record
 
-    backend = pool.registry.get(claim.server)
-    refusal = precheck(claim.server, claim.tool, claim.arguments, backend, None, read_only, pool.bounds)
+    refusal = check_call(claim.server, claim.tool, claim.arguments, pool.registry.get(claim.server), pool.bounds)
     if refusal is not None:
         return done(refusal.status, error=refusal.error())
     try:
@@ -228,7 +227,7 @@ async def run_call(pool: SessionPool, claim: Claim, worker: str, read_only: bool
     except Exception as exc:
         msg = f"could not open a session to {claim.server!r}: {type(exc).__name__}"
         return done(ItemStatus.error, error=_error("backend_unavailable", msg, "backend"))
-    refusal = precheck(claim.server, claim.tool, claim.arguments, backend, session.tools, read_only, pool.bounds)
+    refusal = check_tool(claim.server, claim.tool, claim.arguments, session.backend, session.tools, read_only)
     if refusal is not None:
         return done(refusal.status, error=refusal.error())
     timeout = pool.timeout_for(claim.server)

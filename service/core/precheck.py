@@ -104,6 +104,8 @@ def check_schema(arguments: Mapping[str, Any], schema: dict[str, Any]) -> Refusa
     """Arguments against the tool's inputSchema; the first fault by path, without the value."""
     try:
         validator = _validator(schema)
+        if validator.is_valid(arguments):  # the common case, without collecting errors
+            return None
         error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))), None)
     except SchemaError:
         return None  # the backend's schema is broken: let the backend judge the call
@@ -125,6 +127,28 @@ def check_schema(arguments: Mapping[str, Any], schema: dict[str, Any]) -> Refusa
     return Refusal(ItemStatus.invalid_call, "invalid_arguments", message, details)
 
 
+def check_call(
+    server: str, tool: str, arguments: dict[str, Any], backend: Backend | None, bounds: Bounds
+) -> Refusal | None:
+    """What needs no tool list: bounds, a known server, the servers file's deny list and the no-nesting rule."""
+    refusal = check_bounds(server, tool, arguments, bounds)
+    if refusal is not None:
+        return refusal
+    if backend is None:
+        return Refusal(ItemStatus.unknown_server, "unknown_server", f"server {server!r} is not configured")
+    return check_policy(tool, None, backend, read_only=False)
+
+
+def check_tool(
+    server: str, tool: str, arguments: dict[str, Any], backend: Backend, tools: Mapping[str, ToolInfo], read_only: bool
+) -> Refusal | None:
+    """What needs the backend's tool list: a known tool, the read-only gate, the input schema."""
+    info = tools.get(tool)
+    if info is None:
+        return Refusal(ItemStatus.unknown_tool, "unknown_tool", f"server {server!r} has no tool {tool!r}")
+    return check_policy(tool, info, backend, read_only) or check_schema(arguments, info.input_schema)
+
+
 def precheck(
     server: str,
     tool: str,
@@ -134,15 +158,8 @@ def precheck(
     read_only: bool,
     bounds: Bounds,
 ) -> Refusal | None:
-    """Every local check in order; `tools` None means the backend's tool list is not known (yet)."""
-    refusal = check_bounds(server, tool, arguments, bounds)
-    if refusal is not None:
+    """Every local check in order; `tools` None means the backend's tool list is not known."""
+    refusal = check_call(server, tool, arguments, backend, bounds)
+    if refusal is not None or backend is None or tools is None:
         return refusal
-    if backend is None:
-        return Refusal(ItemStatus.unknown_server, "unknown_server", f"server {server!r} is not configured")
-    if tools is None:  # tool list unknown: only what the servers file alone decides
-        return check_policy(tool, None, backend, read_only=False)
-    info = tools.get(tool)
-    if info is None:
-        return Refusal(ItemStatus.unknown_tool, "unknown_tool", f"server {server!r} has no tool {tool!r}")
-    return check_policy(tool, info, backend, read_only) or check_schema(arguments, info.input_schema)
+    return check_tool(server, tool, arguments, backend, tools, read_only)
