@@ -113,23 +113,6 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
         Field(ge=0, description=f"Seconds to wait for the batch to finish (at most {sync_wait:g}); then the document."),
     ]
 
-    async def call_tools_batch(
-        calls: CallsArg,
-        mode: ModeArg = Mode.concurrent,
-        on_error: OnErrorArg = OnError.continue_,
-        max_concurrency: ConcurrencyArg = None,
-        read_only: ReadOnlyArg = True,
-        wait_seconds: WaitArg = sync_wait,
-    ) -> BatchDocument:
-        with _tool_errors():
-            request = BatchRequest(
-                calls=calls, mode=mode, on_error=on_error, max_concurrency=max_concurrency, read_only=read_only
-            )
-            svc = services()
-            batch_id = await svc.submit(request)
-            await svc.store.wait(batch_id, min(wait_seconds, sync_wait))
-            return await svc.document(batch_id)
-
     async def submit_batch(
         calls: CallsArg,
         mode: ModeArg = Mode.concurrent,
@@ -142,8 +125,21 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
                 calls=calls, mode=mode, on_error=on_error, max_concurrency=max_concurrency, read_only=read_only
             )
             svc = services()
-            batch_id = await svc.submit(request)
-            return await svc.document(batch_id)
+            return await svc.document(await svc.submit(request))
+
+    async def call_tools_batch(
+        calls: CallsArg,
+        mode: ModeArg = Mode.concurrent,
+        on_error: OnErrorArg = OnError.continue_,
+        max_concurrency: ConcurrencyArg = None,
+        read_only: ReadOnlyArg = True,
+        wait_seconds: WaitArg = sync_wait,
+    ) -> BatchDocument:
+        submitted = await submit_batch(calls, mode, on_error, max_concurrency, read_only)
+        with _tool_errors():
+            svc = services()
+            await svc.store.wait(submitted.id, min(wait_seconds, sync_wait))
+            return await svc.document(submitted.id)
 
     async def get_batch(
         batch_id: Annotated[str, Field(description="The `id` of a batch document.")],

@@ -19,11 +19,12 @@ from mcp_types import CONNECTION_CLOSED
 
 from service.core.backends import Backend, Registry
 from service.core.catalog import Catalog
+from service.core.document import iso
 from service.core.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
 from service.core.mcp_client import HttpOutcome, connect, http_outcome, list_tools
 from service.core.models import ItemStatus, ToolInfo
 from service.core.precheck import Bounds, check_call, check_tool
-from service.core.store import Claim, iso
+from service.core.store import Claim
 
 from .gate import Gate, LimitWait
 

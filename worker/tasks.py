@@ -7,9 +7,10 @@ import logging
 import time
 from typing import Any
 
+from service.core.document import iso
 from service.core.errors import BatchNotFound
 from service.core.models import ItemStatus, Mode
-from service.core.store import Claim, Store, iso
+from service.core.store import Claim, Store
 
 from .mcp_call import SessionPool, run_call
 from .references import BatchReferences

@@ -14,31 +14,25 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, cast
 
-from pydantic import TypeAdapter
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
+from .document import LIMITS, render, spec_fields
 from .errors import BatchNotFound, ItemNotFound
 from .events import Listener
 from .keys import Keys
 from .models import (
-    FAILED_ITEM,
     TERMINAL_BATCH,
     BackendLimits,
     BatchDocument,
     BatchRequest,
     BatchStatus,
-    Counts,
     ItemResult,
-    ItemStatus,
     Mode,
-    OnError,
 )
 
-_LIMITS = TypeAdapter(dict[str, BackendLimits])
 _CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
 
 # KEYS: meta, calls, results, failed, finished, ids
@@ -78,11 +72,6 @@ if ARGV[5] == '1' and not stopped and claimed < total then
 end
 return {-1}
 """
-
-
-def iso(ts: float | None) -> str | None:
-    """Epoch seconds as ISO 8601 in UTC (None stays None)."""
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
 def new_batch_id() -> str:
@@ -158,7 +147,7 @@ class Store:
                     "claimed": 0,
                     "finished": 0,
                     "created_at": repr(time.time()),
-                    "limits": _LIMITS.dump_json(limits or {}),
+                    "limits": LIMITS.dump_json(limits or {}),
                     "read_only": int(request.read_only),
                     "response_max_bytes": request.response_max_bytes or self.response_max_bytes,
                 },
@@ -277,7 +266,7 @@ class Store:
                 records, *specs = await pipe.execute()
             items = []
             for n, (index, record, spec) in enumerate(zip(indexes, records, specs, strict=True)):
-                merged = {"index": index, **_spec_fields(spec), **json.loads(record), "seq": position + n + 1}
+                merged = {"index": index, **spec_fields(spec), **json.loads(record), "seq": position + n + 1}
                 items.append(ItemResult.model_validate(merged))
             position += len(indexes)
             yield items
@@ -324,7 +313,7 @@ class Store:
             records = {int(k): v for k, v in raw_results.items()}
         else:
             records = {offset + i: v for i, v in enumerate(raw_results) if v is not None}
-        return _render(batch_id, meta, offset, raw_calls, records, raw_failed)
+        return render(batch_id, meta, offset, raw_calls, records, raw_failed)
 
     async def wait(self, batch_id: str, timeout: float) -> None:
         """Return when the batch is terminal or `timeout` passes; woken by the done channel, not by polling."""
@@ -338,69 +327,3 @@ class Store:
                     await event.wait()
             except TimeoutError:
                 return
-
-
-def _spec_fields(raw: bytes) -> dict[str, Any]:
-    spec = json.loads(raw)
-    return {"id": spec["id"], "server": spec["server"], "tool": spec["tool"]}
-
-
-def _render(
-    batch_id: str,
-    meta: dict[str, str],
-    offset: int,
-    raw_calls: list[bytes],
-    records: dict[int, bytes],
-    raw_failed: list[tuple[bytes, float]],
-) -> BatchDocument:
-    total, claimed, finished = int(meta["total"]), int(meta["claimed"]), int(meta["finished"])
-    status = BatchStatus(meta["status"])
-    stopped_at = int(meta["stopped_at"]) if "stopped_at" in meta else None
-    n = {s: int(meta.get(f"n:{s.value}", 0)) for s in ItemStatus}
-    results = []
-    for k, raw in enumerate(raw_calls):
-        index = offset + k
-        item: dict[str, Any] = {"index": index, **_spec_fields(raw)}
-        if index in records:
-            item.update(json.loads(records[index]))
-        elif index < claimed:
-            item["status"] = ItemStatus.running
-        elif stopped_at is not None:
-            item["status"] = ItemStatus.skipped
-        else:
-            item["status"] = ItemStatus.pending
-        results.append(ItemResult.model_validate(item))
-    never_started = total - claimed
-    counts = Counts(
-        total=total,
-        succeeded=n[ItemStatus.ok],
-        failed=sum(n[s] for s in FAILED_ITEM),
-        pending=0 if stopped_at is not None else never_started,
-        running=claimed - finished,
-        skipped=n[ItemStatus.skipped] + (never_started if stopped_at is not None else 0),
-    )
-    created = float(meta["created_at"])
-    started = float(meta["started_at"]) if "started_at" in meta else None
-    ended = float(meta["finished_at"]) if "finished_at" in meta else None
-    return BatchDocument(
-        id=batch_id,
-        status=status,
-        ok=status in TERMINAL_BATCH and counts.succeeded == total,
-        mode=Mode(meta["mode"]),
-        on_error=OnError(meta["on_error"]),
-        max_concurrency=int(meta["max_concurrency"]),
-        counts=counts,
-        failed_ids=[member.decode() for member, _ in raw_failed],
-        failed_indexes=[int(score) for _, score in raw_failed],
-        stopped_at=stopped_at,
-        results=results,
-        results_offset=offset,
-        limits=_LIMITS.validate_json(meta.get("limits", "{}")),
-        read_only=meta.get("read_only", "1") == "1",
-        response_max_bytes=int(meta.get("response_max_bytes", 300_000)),
-        next_offset=offset + len(results) if offset + len(results) < total else None,
-        created_at=iso(created) or "",
-        started_at=iso(started),
-        finished_at=iso(ended),
-        elapsed_seconds=round((ended if ended is not None else time.time()) - created, 6),
-    )
