@@ -70,11 +70,12 @@ class BackendSession:
                 self.opened_at = time.monotonic()
                 ready.set_result(None)
                 await self._closing.wait()
-        except BaseException:  # the owner must never die silently: hand the failure to open()
+        except BaseException as exc:  # the owner must never die silently: hand the failure to open()
             if not ready.done():
+                failure: BaseException = exc
                 if outcome.status in (401, 403):
-                    exc = BackendUnauthenticated(f"{self.name!r} refused the credentials (HTTP {outcome.status})")
-                ready.set_exception(exc if isinstance(exc, Exception) else BackendError("session cancelled"))
+                    failure = BackendUnauthenticated(f"{self.name!r} refused the credentials (HTTP {outcome.status})")
+                ready.set_exception(failure if isinstance(failure, Exception) else BackendError("session cancelled"))
             elif not isinstance(exc, asyncio.CancelledError):
                 logger.warning("session to %s ended: %s", self.name, type(exc).__name__)
         finally:

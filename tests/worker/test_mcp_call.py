@@ -99,3 +99,4 @@ async def test_a_backend_that_cannot_start_fails_its_items(client: httpx.AsyncCl
     document = await run_batch(client, [{"server": "broken", "tool": "echo"}])
     item = document["results"][0]
     assert item["status"] == "error" and item["error"]["code"] == "backend_unavailable"
+    assert item["elapsed_seconds"] < 10  # the failure is reported at once, not after the 20 s connect timeout
