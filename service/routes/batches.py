@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..core import budget
 from ..core.models import BatchDocument, BatchRequest, DryRun, ItemPage, ItemStatus
@@ -79,9 +79,13 @@ async def stream_results(
     services: ServicesDep,
     status: Annotated[str | None, Query(description="Only these item statuses, comma-separated.")] = None,
     after: Annotated[int, Query(ge=0, description="Only items finished after this `seq` (X-Next-After).")] = 0,
-) -> StreamingResponse:
+) -> Response:
     """Every finished item since `after`; the `X-Next-After` header is the cursor for the next call."""
-    wanted = {ItemStatus(s) for s in status.split(",")} if status else None
+    try:
+        wanted = {ItemStatus(s) for s in status.split(",")} if status else None
+    except ValueError:
+        detail = [{"loc": ["query", "status"], "msg": "a comma-separated list of item statuses", "type": "enum"}]
+        return JSONResponse({"detail": detail}, status_code=422)
     store = services.store
     end = await store.finished_count(batch_id)  # a snapshot: the cursor covers exactly what is streamed
 

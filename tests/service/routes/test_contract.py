@@ -171,6 +171,9 @@ async def test_results_stream_as_json_lines_with_a_cursor_and_a_filter(client: h
     assert [json.loads(line)["seq"] for line in later.text.splitlines()] == [3]
     nothing = await client.get(url, params={"after": 3})
     assert nothing.text == "" and nothing.headers["x-next-after"] == "3"
+    bad = await client.get(url, params={"status": "finished-ish"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "status"]
+    assert (await client.get("/v1/batches/nope/results")).status_code == 404
 
 
 async def test_a_big_document_pages_its_results(client: httpx.AsyncClient) -> None:
