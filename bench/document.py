@@ -11,19 +11,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import httpx
-from overhead import spawn  # the script's own folder is on sys.path
-
-from service.dev import demo_http_backend, embedded_redis, free_port, wait_until
+from overhead import service_stack  # the script's own folder is on sys.path
 
 
 async def timed(request: Callable[[], Awaitable[httpx.Response]], rounds: int = 20) -> float:
@@ -40,40 +35,18 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=10_000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mcp-batch-bench-") as tmp:
-        async with embedded_redis(Path(tmp)) as (redis_url, redis_desc):
-            port, api_port = free_port(), free_port()
-            async with demo_http_backend(port):
-                servers = Path(tmp) / "servers.json"
-                servers.write_text(json.dumps({"mcpServers": {"bench": {"url": f"http://127.0.0.1:{port}/mcp"}}}))
-                env = {**os.environ, "MCP_BATCH_REDIS_URL": redis_url, "MCP_BATCH_SERVERS": str(servers)}
-                procs = [spawn("api", "--port", str(api_port), env=env), spawn("worker", env=env)]
-                try:
-                    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=300) as http:
-
-                        async def healthy() -> bool:
-                            return (await http.get("/healthz")).status_code == 200
-
-                        await wait_until(healthy, 30, "api")
-                        calls = [
-                            {"server": "bench", "tool": "echo", "arguments": {"message": f"m{i}"}}
-                            for i in range(args.calls)
-                        ]
-                        body = {"calls": calls, "max_concurrency": 32}
-                        batch_id = (await http.post("/v1/batches", json=body)).json()["id"]
-                        url = f"/v1/batches/{batch_id}"
-                        while (await http.get(url, params={"wait": 60, "limit": 1})).json()["status"] != "completed":
-                            pass
-                        page = await timed(lambda: http.get(url, params={"offset": args.calls // 2, "limit": 100}))
-                        default = await timed(lambda: http.get(url))
-                        lines = await timed(lambda: http.get(f"{url}/results"), rounds=5)
-                        count = len((await http.get(f"{url}/results")).text.splitlines())
-                finally:
-                    for proc in procs:
-                        proc.terminate()
-                    for proc in procs:
-                        proc.wait(10)
-    print(f"machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; {redis_desc}")
+    async with service_stack() as stack:
+        http = stack.http
+        calls = [{"server": "bench", "tool": "echo", "arguments": {"message": f"m{i}"}} for i in range(args.calls)]
+        batch_id = (await http.post("/v1/batches", json={"calls": calls, "max_concurrency": 32})).json()["id"]
+        url = f"/v1/batches/{batch_id}"
+        while (await http.get(url, params={"wait": 60, "limit": 1})).json()["status"] != "completed":
+            pass
+        page = await timed(lambda: http.get(url, params={"offset": args.calls // 2, "limit": 100}))
+        default = await timed(lambda: http.get(url))
+        lines = await timed(lambda: http.get(f"{url}/results"), rounds=5)
+        count = len((await http.get(f"{url}/results")).text.splitlines())
+    print(f"machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; {stack.redis}")
     print(f"a completed batch of {args.calls} items, median response times:")
     print(f"  GET ?offset={args.calls // 2}&limit=100     : {page * 1000:8.1f} ms")
     print(f"  GET (default page, 292 items) : {default * 1000:8.1f} ms")

@@ -22,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -35,6 +37,43 @@ def spawn(command: str, *args: str, env: dict[str, str]) -> subprocess.Popen[byt
     """`mcp-batch COMMAND` as a separate process, as in production."""
     argv = [sys.executable, "-c", "from service.cli import main; main()", command, *args]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+
+@dataclass
+class Stack:
+    """A private Redis, the demo backend over HTTP, and the service as processes: what every benchmark runs on."""
+
+    http: httpx.AsyncClient
+    backend_url: str
+    redis: str
+
+
+@asynccontextmanager
+async def service_stack(extra_env: dict[str, str] | None = None) -> AsyncIterator[Stack]:
+    """Start everything, wait until the API answers, stop everything on exit."""
+    with tempfile.TemporaryDirectory(prefix="mcp-batch-bench-") as tmp:
+        async with embedded_redis(Path(tmp)) as (redis_url, redis_desc):
+            backend_port, api_port = free_port(), free_port()
+            async with demo_http_backend(backend_port):
+                url = f"http://127.0.0.1:{backend_port}/mcp"
+                servers = Path(tmp) / "servers.json"
+                servers.write_text(json.dumps({"mcpServers": {"bench": {"url": url}}}))
+                env = {**os.environ, "MCP_BATCH_REDIS_URL": redis_url, "MCP_BATCH_SERVERS": str(servers)}
+                env.update(extra_env or {})
+                procs = [spawn("api", "--port", str(api_port), env=env), spawn("worker", env=env)]
+                try:
+                    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=300) as http:
+
+                        async def healthy() -> bool:
+                            return (await http.get("/healthz")).status_code == 200
+
+                        await wait_until(healthy, 30, "api")
+                        yield Stack(http, url, redis_desc)
+                finally:
+                    for proc in procs:
+                        proc.terminate()
+                    for proc in procs:
+                        proc.wait(10)
 
 
 async def direct(url: str, calls: int, concurrency: int) -> float:
@@ -83,45 +122,24 @@ async def main() -> None:
     parser.add_argument("--small-rounds", type=int, default=20)
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="mcp-batch-bench-") as tmp:
-        workdir = Path(tmp)
-        async with embedded_redis(workdir) as (redis_url, redis_desc):
-            backend_port = free_port()
-            async with demo_http_backend(backend_port):
-                url = f"http://127.0.0.1:{backend_port}/mcp"
-                servers = workdir / "servers.json"
-                servers.write_text(json.dumps({"mcpServers": {"bench": {"url": url}}}))
-                api_port = free_port()
-                env = {**os.environ, "MCP_BATCH_REDIS_URL": redis_url, "MCP_BATCH_SERVERS": str(servers)}
-                env["MCP_BATCH_MAX_CONCURRENCY_CEILING"] = str(max(256, args.concurrency))
-                procs = [spawn("api", "--port", str(api_port), env=env), spawn("worker", env=env)]
-                try:
-                    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=120) as http:
+    ceiling = {"MCP_BATCH_MAX_CONCURRENCY_CEILING": str(max(256, args.concurrency))}
+    async with service_stack(ceiling) as stack:
+        http, url, redis_desc = stack.http, stack.backend_url, stack.redis
+        await through_service(http, 5, 5)  # warm-up: opens the worker's backend session
+        d_runs, s_runs = [], []
+        for _ in range(args.rounds):  # interleaved, so drift on the machine hits both alike
+            d_runs.append(await direct(url, args.calls, args.concurrency))
+            s_runs.append(await through_service(http, args.calls, args.concurrency))
+        d, s = statistics.median(d_runs), statistics.median(s_runs)
 
-                        async def healthy() -> bool:
-                            return (await http.get("/healthz")).status_code == 200
+        async def five_direct() -> float:
+            async with Client(url) as client:
+                start = time.perf_counter()
+                await asyncio.gather(*(client.call_tool("echo", {"message": "x"}) for _ in range(5)))
+                return time.perf_counter() - start
 
-                        await wait_until(healthy, 30, "api")
-                        await through_service(http, 5, 5)  # warm-up: opens the worker's backend session
-                        d_runs, s_runs = [], []
-                        for _ in range(args.rounds):  # interleaved, so drift on the machine hits both alike
-                            d_runs.append(await direct(url, args.calls, args.concurrency))
-                            s_runs.append(await through_service(http, args.calls, args.concurrency))
-                        d, s = statistics.median(d_runs), statistics.median(s_runs)
-
-                        async def five_direct() -> float:
-                            async with Client(url) as client:
-                                start = time.perf_counter()
-                                await asyncio.gather(*(client.call_tool("echo", {"message": "x"}) for _ in range(5)))
-                                return time.perf_counter() - start
-
-                        small_s = await median_of(args.small_rounds, lambda: through_service(http, 5, 5))
-                        small_d = await median_of(args.small_rounds, five_direct)
-                finally:
-                    for proc in procs:
-                        proc.terminate()
-                    for proc in procs:
-                        proc.wait(10)
+        small_s = await median_of(args.small_rounds, lambda: through_service(http, 5, 5))
+        small_d = await median_of(args.small_rounds, five_direct)
 
     cpu = platform.processor() or platform.machine()
     print(f"machine: {os.cpu_count()} cores, {cpu}, Python {platform.python_version()}; redis: {redis_desc}")
