@@ -167,3 +167,10 @@ async def call_backend(url: str, tool: str, arguments: dict[str, Any] | None = N
     async with Client(url) as client:
         content = (await client.call_tool(tool, arguments or {})).structured_content
         return content["result"] if isinstance(content, dict) and set(content) == {"result"} else content
+
+
+async def live_workers(redis: Any, count: int) -> None:
+    """Wait until `count` workers have sent a heartbeat (sharding counts the live ones)."""
+    async with asyncio.timeout(30):
+        while await redis.zcard("mcpb:workers") < count:  # noqa: ASYNC110 - heartbeats are the only signal
+            await asyncio.sleep(0.05)

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from contextlib import ExitStack, suppress
 from typing import Any
 
@@ -13,6 +14,7 @@ from arq import func
 from arq.connections import RedisSettings
 from arq.worker import Worker as ArqWorker
 
+from service.core import shards
 from service.core.backends import load_servers
 from service.core.catalog import Catalog
 from service.core.events import Listener
@@ -59,6 +61,8 @@ async def startup(ctx: dict[str, Any]) -> None:
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
+    if "worker_id" in ctx:
+        await ctx["redis"].zrem(Keys(ctx["settings"].key_prefix).workers, ctx["worker_id"])
     if "pool" in ctx:
         await ctx["pool"].close()
     if "released" in ctx:
@@ -73,14 +77,33 @@ class Worker(ArqWorker):
     poll interval is only the fallback for a missed message.
     """
 
-    def __init__(self, *args: Any, wake_channel: str, idle_poll_seconds: float, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, wake_channel: str, workers_key: str, idle_poll_seconds: float, **kwargs: Any
+    ) -> None:
         super().__init__(*args, poll_delay=0, **kwargs)
         self._wake_channel = wake_channel
         self._idle_poll = idle_poll_seconds
         self._listener: Listener | None = None
         self._watch = ExitStack()
+        self._workers_key = workers_key
+        self._beat_at = 0.0
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those
+        (or this one does, once its own shard has finished)."""
+        for job in job_ids:
+            running = {shards.batch_of(j) for j, task in self.tasks.items() if not task.done()}
+            if shards.batch_of(job.decode()) not in running:
+                await super().start_jobs([job])
+
+    async def _beat(self) -> None:
+        now = time.time()
+        if now - self._beat_at >= 1.0:  # live workers decide how many shards a batch gets
+            self._beat_at = now
+            await self.pool.zadd(self._workers_key, {self.ctx["worker_id"]: now * 1000})
 
     async def _poll_iteration(self) -> None:
+        await self._beat()
         if self._listener is None:
             self._listener = Listener(self.pool, self._wake_channel)
             self._wake = self._watch.enter_context(self._listener.watch())
@@ -121,7 +144,12 @@ def create_worker(settings: Settings | None = None, **overrides: Any) -> Worker:
         "keep_result": 0,
     }
     options.update(overrides)
-    return Worker(wake_channel=keys.wake_channel, idle_poll_seconds=settings.worker_idle_poll_seconds, **options)
+    return Worker(
+        wake_channel=keys.wake_channel,
+        workers_key=keys.workers,
+        idle_poll_seconds=settings.worker_idle_poll_seconds,
+        **options,
+    )
 
 
 class WorkerSettings:

@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any
 
+from service.core import shards
 from service.core.document import iso
 from service.core.errors import BatchNotFound
 from service.core.models import ItemStatus, Mode
@@ -18,9 +19,10 @@ from .references import BatchReferences
 logger = logging.getLogger(__name__)
 
 
-async def run_batch(ctx: dict[str, Any], batch_id: str) -> None:
-    """Run a batch to completion: `max_concurrency` lanes (one in serial mode), each finishing and claiming
-    items in one round trip, until nothing is left to claim."""
+async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0) -> None:
+    """Run one shard of a batch: its share of `max_concurrency` lanes (one in serial mode), each finishing and
+    claiming items in one round trip, until nothing is left to claim. Shards on other workers claim from the same
+    cursor, so they share the items however fast each goes."""
     store: Store = ctx["store"]
     pool: SessionPool = ctx["pool"]
     worker_id: str = ctx["worker_id"]
@@ -29,7 +31,7 @@ async def run_batch(ctx: dict[str, Any], batch_id: str) -> None:
     except BatchNotFound:
         logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
         return
-    lanes = 1 if meta.mode is Mode.serial else meta.max_concurrency
+    lanes = 1 if meta.mode is Mode.serial else shards.lanes(meta.max_concurrency, meta.shards, shard)
     references = BatchReferences(store, batch_id)
 
     async def lane() -> None:

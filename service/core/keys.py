@@ -12,6 +12,7 @@ Per backend:
     {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
     {p}:leases:{server}       zset    concurrency leases, scored by expiry (ms); a dead worker's leases lapse
 Shared:
+    {p}:workers               zset    worker id -> its last heartbeat (ms); live workers decide how a batch is sharded
     {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)
     {p}:events:done           channel a batch id, published once when that batch reaches a terminal status
     {p}:events:wake           channel published after each enqueue, so idle workers poll at once
@@ -60,6 +61,10 @@ class Keys:
 
     def leases(self, server: str) -> str:
         return f"{self.prefix}:leases:{server}"
+
+    @property
+    def workers(self) -> str:
+        return f"{self.prefix}:workers"
 
     @property
     def queue(self) -> str:

@@ -7,20 +7,24 @@ batch is validated, stored and queued the same way whichever door it came in by.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from arq import ArqRedis
 
-from . import budget
+from . import budget, shards
 from .backends import Registry
 from .catalog import Catalog
 from .keys import Keys
 from .limits import LeaseSemaphore, RateLimiter
 from .models import BatchDocument, BatchRequest, DryRun, DryRunItem, ItemError, ItemResult, ItemStatus
 from .precheck import Bounds, precheck
+from .references import may_reference
 from .settings import Settings
 from .store import Store
 from .validation import validate_batch
+
+_LIVE_SECONDS = 15.0  # a worker that beat within this long counts as live (workers beat about once a second)
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,17 @@ class Services:
         """Validate the whole batch, store it atomically, queue it, wake workers."""
         concurrency = self.validate(request)
         limits = self.registry.limits({call.server for call in request.calls})
-        batch_id = await self.store.create(request, concurrency, limits)
+        linked = any(may_reference(call.arguments) for call in request.calls)
+        live = await self.redis.zcount(self.keys.workers, (time.time() - _LIVE_SECONDS) * 1000, "+inf")
+        settings = self.settings
+        count = shards.plan(
+            len(request.calls), concurrency, request.mode, linked, live, settings.max_shards, settings.shard_min_items
+        )
+        batch_id = await self.store.create(request, concurrency, limits, shards=count)
         try:
-            await self.redis.enqueue_job("run_batch", batch_id, _job_id=batch_id, _queue_name=self.keys.queue)
+            for shard in range(count):
+                job = shards.job_id(batch_id, shard)
+                await self.redis.enqueue_job("run_batch", batch_id, shard, _job_id=job, _queue_name=self.keys.queue)
         except BaseException:
             await self.store.delete(batch_id)  # nothing half-written: a batch that could not be queued does not exist
             raise

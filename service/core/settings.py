@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     )
     max_attempts: int = Field(3, ge=1, description="Tries of a read-only or idempotent call the backend refused.")
 
+    max_shards: int = Field(16, ge=1, description="Most shards (arq jobs) one batch is split into across workers.")
+    shard_min_items: int = Field(50, ge=1, description="Fewest items per shard: small batches stay in one job.")
+
     worker_max_jobs: int = Field(50, ge=1, description="Batches one worker process runs at once.")
     worker_idle_poll_seconds: float = Field(
         0.5, gt=0, description="Fallback queue poll when no wake-up arrives (new work wakes workers at once)."

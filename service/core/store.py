@@ -99,6 +99,7 @@ class BatchMeta:
     status: BatchStatus
     read_only: bool
     created_at: float
+    shards: int
 
 
 class Store:
@@ -127,6 +128,7 @@ class Store:
         max_concurrency: int,
         limits: dict[str, BackendLimits] | None = None,
         batch_id: str | None = None,
+        shards: int = 1,
     ) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing."""
         batch_id = batch_id or new_batch_id()
@@ -143,6 +145,7 @@ class Store:
                     "mode": request.mode.value,
                     "on_error": request.on_error.value,
                     "max_concurrency": max_concurrency,
+                    "shards": shards,
                     "total": len(specs),
                     "claimed": 0,
                     "finished": 0,
@@ -173,12 +176,14 @@ class Store:
         return BatchStatus(raw.decode())
 
     async def meta(self, batch_id: str) -> BatchMeta:
-        fields = ["mode", "max_concurrency", "status", "read_only", "created_at"]
+        fields = ["mode", "max_concurrency", "status", "read_only", "created_at", "shards"]
         raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), fields))
         if raw[0] is None:
             raise BatchNotFound(batch_id)
-        mode, concurrency, status, read_only, created = (cast(bytes, value).decode() for value in raw)
-        return BatchMeta(Mode(mode), int(concurrency), BatchStatus(status), read_only == "1", float(created))
+        mode, concurrency, status, read_only, created, count = (cast(bytes, value).decode() for value in raw)
+        return BatchMeta(
+            Mode(mode), int(concurrency), BatchStatus(status), read_only == "1", float(created), int(count)
+        )
 
     async def advance(
         self, batch_id: str, worker: str, finished: tuple[Claim, dict[str, Any]] | None, want_next: bool
