@@ -45,7 +45,7 @@ class BackendSession:
         self.call_timeout = call_timeout
         self.client: Client | None = None
         self.tools: dict[str, ToolInfo] = {}
-        self.opened_at = 0.0
+        self.listed_at = 0.0  # when `tools` was last listed
         self.suspect = False  # set when a call timed out; the next user pings before trusting the session
         self._closing = asyncio.Event()
         self._owner: asyncio.Task[None] | None = None
@@ -67,7 +67,7 @@ class BackendSession:
             async with connect(self.backend, self.call_timeout) as client:
                 self.tools = {t.name: t for t in await list_tools(client)}
                 self.client = client
-                self.opened_at = time.monotonic()
+                self.listed_at = time.monotonic()
                 ready.set_result(None)
                 await self._closing.wait()
         except BaseException as exc:  # the owner must never die silently: hand the failure to open()
@@ -172,7 +172,7 @@ class SessionPool:
     async def session(self, server: str) -> BackendSession:
         """The live session for `server`, opening one if there is none (one opener at a time)."""
         session = self._sessions.get(server)
-        if session is not None and self._usable(session):
+        if session is not None and self._usable(session) and self._fresh(session):
             return session
         async with self._locks.setdefault(server, asyncio.Lock()):
             session = self._sessions.get(server)
@@ -182,6 +182,8 @@ class SessionPool:
                 if session.suspect:
                     logger.warning("backend %s does not answer a ping after a timeout; reopening", server)
             if session is not None and self._usable(session):
+                if not self._fresh(session):
+                    await self._refresh_tools(session)
                 return session
             if session is not None:
                 await session.close()
@@ -194,10 +196,26 @@ class SessionPool:
             await self.catalog.put(server, list(session.tools.values()))
             return session
 
-    def _usable(self, session: BackendSession) -> bool:
-        # The tool list is refreshed by reopening: rare, and it also recycles a long-lived session.
-        fresh = time.monotonic() - session.opened_at <= self._refresh_seconds
-        return session.alive and not session.suspect and fresh
+    @staticmethod
+    def _usable(session: BackendSession) -> bool:
+        return session.alive and not session.suspect
+
+    def _fresh(self, session: BackendSession) -> bool:
+        return time.monotonic() - session.listed_at <= self._refresh_seconds
+
+    async def _refresh_tools(self, session: BackendSession) -> None:
+        # On the live session: closing it would cut the calls other lanes have in flight on it.
+        client = session.client
+        if client is None:
+            return
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                session.tools = {t.name: t for t in await list_tools(client)}
+        except Exception as exc:  # keep the old list; the next caller tries again
+            logger.warning("could not refresh the tools of %s: %s", session.name, type(exc).__name__)
+            return
+        session.listed_at = time.monotonic()
+        await self.catalog.put(session.name, list(session.tools.values()))
 
     async def close(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}

@@ -10,7 +10,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import HttpBackendProcess, by_id, finished, run_batch, start_http_backend, submit
+from service.core.settings import Settings
+from tests.support import (
+    HttpBackendProcess,
+    by_id,
+    finished,
+    run_batch,
+    running_service,
+    start_http_backend,
+    submit,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -100,3 +109,12 @@ async def test_a_backend_that_cannot_start_fails_its_items(client: httpx.AsyncCl
     item = document["results"][0]
     assert item["status"] == "error" and item["error"]["code"] == "backend_unavailable"
     assert item["elapsed_seconds"] < 10  # the failure is reported at once, not after the 20 s connect timeout
+
+
+async def test_refreshing_the_tool_list_does_not_cut_calls_in_flight(settings: Settings) -> None:
+    quick_refresh = settings.model_copy(update={"tools_refresh_seconds": 0.2})
+    # a short call ends while two long ones are in flight, and its lane finds the tool list stale
+    calls = [{"server": "demo", "tool": "sleep", "arguments": {"seconds": s}} for s in (0.3, 0.9, 0.9) * 3]
+    async with running_service(quick_refresh) as service, httpx.AsyncClient(base_url=service.base_url) as client:
+        document = await run_batch(client, calls, max_concurrency=3)
+    assert document["ok"] is True  # lanes met a stale list mid-batch; the others' calls went on
