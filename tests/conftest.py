@@ -37,6 +37,14 @@ def http_backend() -> Iterator[HttpBackendProcess]:
 
 
 @pytest.fixture
+def fresh_backend() -> Iterator[HttpBackendProcess]:
+    """A demo HTTP backend of this test's own: its tallies (stats) count only this test's calls."""
+    backend = start_http_backend()
+    yield backend
+    backend.stop()
+
+
+@pytest.fixture
 def servers(tmp_path: Path, http_backend: HttpBackendProcess) -> dict[str, Any]:
     """The servers a test's service uses; a test may add to it before starting the service."""
     return {

@@ -174,3 +174,8 @@ async def live_workers(redis: Any, count: int) -> None:
     async with asyncio.timeout(30):
         while await redis.zcard("mcpb:workers") < count:  # noqa: ASYNC110 - heartbeats are the only signal
             await asyncio.sleep(0.05)
+
+
+def stamps(server: str, n: int, seconds: float = 0.0) -> list[dict[str, Any]]:
+    """`n` calls of the demo backend's `stamp` tool (it records each arrival and the calls in flight)."""
+    return [{"server": server, "tool": "stamp", "arguments": {"seconds": seconds}} for _ in range(n)]

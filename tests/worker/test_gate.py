@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from tests.support import (
     call_backend,
     finished,
     live_workers,
-    start_http_backend,
+    stamps,
     submit,
     worker_processes,
 )
@@ -27,21 +26,10 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 @pytest.fixture
-def backend() -> Iterator[HttpBackendProcess]:
-    process = start_http_backend()
-    yield process
-    process.stop()
-
-
-@pytest.fixture
-def servers(servers: dict[str, Any], backend: HttpBackendProcess) -> dict[str, Any]:
-    servers["limited"] = {"url": backend.url, "rate_limit": {"per_second": 20, "burst": 4}}
-    servers["capped"] = {"url": backend.url, "max_concurrency": 3}
+def servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[str, Any]:
+    servers["limited"] = {"url": fresh_backend.url, "rate_limit": {"per_second": 20, "burst": 4}}
+    servers["capped"] = {"url": fresh_backend.url, "max_concurrency": 3}
     return servers
-
-
-def stamps(server: str, n: int, seconds: float = 0.0) -> list[dict[str, Any]]:
-    return [{"server": server, "tool": "stamp", "arguments": {"seconds": seconds}} for _ in range(n)]
 
 
 def most_in_window(times: list[float], window: float) -> int:
@@ -50,12 +38,16 @@ def most_in_window(times: list[float], window: float) -> int:
 
 
 async def test_a_rate_limit_holds_across_worker_processes(
-    client: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis, backend: HttpBackendProcess, tmp_path: Path
+    client: httpx.AsyncClient,
+    settings: Settings,
+    redis: aioredis.Redis,
+    fresh_backend: HttpBackendProcess,
+    tmp_path: Path,
 ) -> None:
     with worker_processes(settings, 2, tmp_path):
         await live_workers(redis, 3)
         documents = [await finished(client, (await submit(client, stamps("limited", 60)))["id"])]  # 2 shards
-    arrivals = (await call_backend(backend.url, "stats"))["arrivals"]
+    arrivals = (await call_backend(fresh_backend.url, "stats"))["arrivals"]
     assert len(arrivals) == 60 and all(d["ok"] for d in documents)
     assert len({item["worker"] for d in documents for item in d["results"]}) >= 2
     # 20/s with bursts of 4: at most 24 in any second and 6 in any 100 ms (one more for scheduling jitter)
@@ -69,25 +61,29 @@ async def test_a_rate_limit_holds_across_worker_processes(
 
 
 async def test_a_concurrency_cap_holds_across_worker_processes(
-    client: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis, backend: HttpBackendProcess, tmp_path: Path
+    client: httpx.AsyncClient,
+    settings: Settings,
+    redis: aioredis.Redis,
+    fresh_backend: HttpBackendProcess,
+    tmp_path: Path,
 ) -> None:
     with worker_processes(settings, 2, tmp_path):
         await live_workers(redis, 3)
         document = await finished(client, (await submit(client, stamps("capped", 100, 0.05), max_concurrency=16))["id"])
         servers = {s["name"]: s for s in (await client.get("/v1/servers")).json()}
     assert document["ok"] is True and len({item["worker"] for item in document["results"]}) >= 2
-    assert (await call_backend(backend.url, "stats"))["in_flight_max"] == 3
+    assert (await call_backend(fresh_backend.url, "stats"))["in_flight_max"] == 3
     assert servers["capped"]["max_concurrency"] == 3 and servers["capped"]["in_flight"] == 0
 
 
 async def test_a_429_holds_every_caller_back_and_the_call_is_retried(
-    client: httpx.AsyncClient, backend: HttpBackendProcess
+    client: httpx.AsyncClient, fresh_backend: HttpBackendProcess
 ) -> None:
-    await call_backend(backend.url, "refuse_next", {"count": 1, "retry_after": 1.5})
+    await call_backend(fresh_backend.url, "refuse_next", {"count": 1, "retry_after": 1.5})
     document = await finished(client, (await submit(client, stamps("limited", 6), max_concurrency=2))["id"])
     assert document["ok"] is True
     assert sorted(item["attempts"] for item in document["results"]) == [1, 1, 1, 1, 1, 2]
-    arrivals = sorted((await call_backend(backend.url, "stats"))["arrivals"])
+    arrivals = sorted((await call_backend(fresh_backend.url, "stats"))["arrivals"])
     # the other lane, not refused itself, paused too: one gap of the Retry-After, where 50 ms was due
     assert max(b - a for a, b in pairwise(arrivals)) >= 1.4
 

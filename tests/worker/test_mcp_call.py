@@ -4,7 +4,6 @@ Every item the broken session carried gets a terminal error status; none hangs; 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -17,7 +16,6 @@ from tests.support import (
     finished,
     run_batch,
     running_service,
-    start_http_backend,
     submit,
 )
 
@@ -46,21 +44,14 @@ async def test_items_in_flight_when_the_backend_dies_get_an_error(client: httpx.
 
 
 @pytest.fixture
-def doomed_backend() -> Iterator[HttpBackendProcess]:
-    backend = start_http_backend()
-    yield backend
-    backend.stop()
-
-
-@pytest.fixture
-def servers(servers: dict[str, Any], doomed_backend: HttpBackendProcess) -> dict[str, Any]:
-    servers["doomed"] = {"url": doomed_backend.url, "timeout_seconds": 10}
+def servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[str, Any]:
+    servers["doomed"] = {"url": fresh_backend.url, "timeout_seconds": 10}
     servers["broken"] = {"command": "/nonexistent/mcp-server", "args": []}
     return servers
 
 
 async def test_an_http_backend_that_goes_away_fails_its_items(
-    client: httpx.AsyncClient, doomed_backend: HttpBackendProcess
+    client: httpx.AsyncClient, fresh_backend: HttpBackendProcess
 ) -> None:
     first = await run_batch(client, [{"server": "doomed", "tool": "echo"}])
     assert first["ok"] is True  # the session is open and working
@@ -68,7 +59,7 @@ async def test_an_http_backend_that_goes_away_fails_its_items(
     batch_id = (await submit(client, calls))["id"]
     document = (await client.get(f"/v1/batches/{batch_id}", params={"wait": 1})).json()
     assert document["status"] == "running"
-    doomed_backend.stop()
+    fresh_backend.stop()
     document = await finished(client, batch_id)
     assert [i["status"] for i in document["results"]] == ["error", "error"]
     later = await run_batch(client, [{"server": "doomed", "tool": "echo"}])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from tests.support import (
     call_backend,
     live_workers,
     run_batch,
-    start_http_backend,
+    stamps,
     worker_processes,
 )
 
@@ -25,32 +24,25 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 @pytest.fixture
-def backend() -> Iterator[HttpBackendProcess]:
-    process = start_http_backend()
-    yield process
-    process.stop()
-
-
-@pytest.fixture
-def servers(servers: dict[str, Any], backend: HttpBackendProcess) -> dict[str, Any]:
-    servers["counted"] = {"url": backend.url}
+def servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[str, Any]:
+    servers["counted"] = {"url": fresh_backend.url}
     return servers
 
 
-def stamps(n: int, seconds: float) -> list[dict[str, Any]]:
-    return [{"server": "counted", "tool": "stamp", "arguments": {"seconds": seconds}} for _ in range(n)]
-
-
 async def test_a_large_batch_is_shared_by_every_worker_within_its_concurrency(
-    client: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis, backend: HttpBackendProcess, tmp_path: Path
+    client: httpx.AsyncClient,
+    settings: Settings,
+    redis: aioredis.Redis,
+    fresh_backend: HttpBackendProcess,
+    tmp_path: Path,
 ) -> None:
     with worker_processes(settings, 2, tmp_path):
         await live_workers(redis, 3)  # the suite's own worker and two processes
-        document = await run_batch(client, stamps(300, 0.03), max_concurrency=12)
+        document = await run_batch(client, stamps("counted", 300, 0.03), max_concurrency=12)
     assert document["ok"] is True
     shares = Counter(item["worker"] for item in document["results"])
     assert len(shares) == 3 and min(shares.values()) >= 30, shares  # each did a substantial part
-    assert (await call_backend(backend.url, "stats"))["in_flight_max"] <= 12  # max_concurrency held across all
+    assert (await call_backend(fresh_backend.url, "stats"))["in_flight_max"] <= 12  # max_concurrency held across all
 
 
 async def test_serial_and_linked_batches_stay_in_one_shard(
@@ -58,7 +50,7 @@ async def test_serial_and_linked_batches_stay_in_one_shard(
 ) -> None:
     with worker_processes(settings, 1, tmp_path):
         await live_workers(redis, 2)
-        serial = await run_batch(client, stamps(60, 0.0), mode="serial")
+        serial = await run_batch(client, stamps("counted", 60), mode="serial")
         linked_calls = [{"id": "first", "server": "counted", "tool": "measure"}] + [
             {"server": "counted", "tool": "reflect", "arguments": {"data": "@first.value"}} for _ in range(59)
         ]
