@@ -165,10 +165,6 @@ class SessionPool:
         self._locks: dict[str, asyncio.Lock] = {}
         self._refresh_seconds = catalog.refresh_seconds
 
-    def timeout_for(self, server: str) -> float:
-        backend = self.registry.get(server)
-        return (backend.timeout_seconds if backend else None) or self.default_timeout
-
     async def session(self, server: str) -> BackendSession:
         """The live session for `server`, opening one if there is none (one opener at a time)."""
         session = self._sessions.get(server)
@@ -190,7 +186,9 @@ class SessionPool:
             backend = self.registry.get(server)
             if backend is None:
                 raise KeyError(server)
-            session = BackendSession(server, backend, self.connect_timeout, self.timeout_for(server))
+            session = BackendSession(
+                server, backend, self.connect_timeout, backend.timeout_seconds or self.default_timeout
+            )
             await session.open()
             self._sessions[server] = session
             await self.catalog.put(server, list(session.tools.values()))
@@ -242,7 +240,7 @@ async def run_call(pool: SessionPool, claim: Claim, worker: str, read_only: bool
         return done(refusal.status, error=refusal.error())
     try:
         session = await pool.session(claim.server)
-    except BackendUnauthenticated as exc:
+    except BackendUnauthenticated as exc:  # the credentials, not the backend's health: say so
         return done(ItemStatus.error, error=_error(exc.code, str(exc), "backend"))
     except Exception as exc:
         msg = f"could not open a session to {claim.server!r}: {type(exc).__name__}"
@@ -250,7 +248,7 @@ async def run_call(pool: SessionPool, claim: Claim, worker: str, read_only: bool
     refusal = check_tool(claim.server, claim.tool, claim.arguments, session.backend, session.tools, read_only)
     if refusal is not None:
         return done(refusal.status, error=refusal.error())
-    timeout = pool.timeout_for(claim.server)
+    timeout = session.call_timeout
     annotations = session.tools[claim.tool].annotations or {}
     retryable = bool(annotations.get("readOnlyHint") or annotations.get("idempotentHint"))
     record["attempts"], record["rate_wait_seconds"] = 0, 0.0

@@ -46,7 +46,8 @@ async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0) -> None:
                 if isinstance(prepared, Claim):
                     record = await run_call(pool, prepared, worker_id, meta.read_only)
                 else:
-                    record = prepared | {"worker": worker_id, "started_at": iso(time.time()), "attempts": 0}
+                    now = iso(time.time())  # ended before dispatch: nothing ran
+                    record = prepared | {"worker": worker_id, "started_at": now, "finished_at": now, "attempts": 0}
             except Exception:  # a bug must not leave the item running forever
                 logger.exception("batch %s item %d failed inside the worker", batch_id, claim.index)
                 record = {

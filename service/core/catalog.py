@@ -49,4 +49,5 @@ class Catalog:
 
     async def tools(self, server: str) -> list[ToolInfo]:
         """The cached list, or a fresh one when the cache is empty or stale."""
-        return await self.cached(server) or await self.fetch(server)
+        cached = await self.cached(server)
+        return cached if cached is not None else await self.fetch(server)  # an empty list is a valid answer

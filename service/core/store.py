@@ -155,11 +155,10 @@ class Store:
                     "response_max_bytes": request.response_max_bytes or self.response_max_bytes,
                 },
             )
-            ids = {c.id or str(i): i for i, c in enumerate(request.calls)}
+            ids = [(c.id or str(i), i) for i, c in enumerate(request.calls)]
             for start in range(0, len(specs), _CHUNK):
                 pipe.rpush(calls, *specs[start : start + _CHUNK])
-                chunk = list(ids.items())[start : start + _CHUNK]
-                pipe.hset(self.keys.ids(batch_id), mapping=dict(chunk))
+                pipe.hset(self.keys.ids(batch_id), mapping=dict(ids[start : start + _CHUNK]))
             for key in (meta, calls, self.keys.ids(batch_id)):
                 pipe.pexpire(key, self.retention_ms)
             await pipe.execute()
@@ -246,7 +245,17 @@ class Store:
         if raw_index is None:
             await self.status(batch_id)  # BatchNotFound when the batch itself is gone
             raise ItemNotFound(batch_id, item_id)
-        return (await self.document(batch_id, int(raw_index), 1)).results[0]
+        index = int(raw_index)
+        async with self.redis.pipeline(transaction=True) as pipe:  # not document(): it reads every failed id
+            pipe.hgetall(self.keys.batch(batch_id))
+            pipe.lindex(self.keys.calls(batch_id), index)
+            pipe.hget(self.keys.results(batch_id), str(index))
+            raw_meta, spec, record = await pipe.execute()
+        if not raw_meta or spec is None:
+            raise BatchNotFound(batch_id)
+        meta = {k.decode(): v.decode() for k, v in raw_meta.items()}
+        records = {} if record is None else {index: record}
+        return render(batch_id, meta, index, [spec], records, []).results[0]
 
     async def finished_since(
         self, batch_id: str, after: int, end: int | None = None, chunk: int = 500
