@@ -40,7 +40,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             keys=keys,
             registry=registry,
             redis=redis,
-            store=Store(redis, keys, settings.retention_seconds, done, settings.response_max_bytes),
+            store=Store(
+                redis, keys, settings.retention_seconds, done, settings.response_max_bytes, settings.lease_seconds
+            ),
             catalog=catalog,
             rate=RateLimiter(redis, keys),
             leases=LeaseSemaphore(redis, keys),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import socket
 import time
 from contextlib import ExitStack, suppress
@@ -26,9 +27,12 @@ from service.core.store import Store
 
 from .gate import Gate
 from .mcp_call import SessionPool
+from .recovery import recover_forever
 from .tasks import run_batch
 
 logger = logging.getLogger(__name__)
+
+_HAND_BACK_SECONDS = 5.0  # after the grace period, time for cut shards to hand their part back
 
 
 async def startup(ctx: dict[str, Any]) -> None:
@@ -41,11 +45,15 @@ async def startup(ctx: dict[str, Any]) -> None:
     released = Listener(redis, keys.released_channel)
     await released.start()
     ctx["released"] = released
+    cancels = Listener(redis, keys.cancel_channel)
+    await cancels.start()
+    ctx["cancels"] = cancels
+    ctx["draining"] = asyncio.Event()
     if settings.limiter == "redis":
         gate = Gate(RateLimiter(redis, keys), LeaseSemaphore(redis, keys), released)
     else:
         gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released)
-    ctx["store"] = Store(redis, keys, settings.retention_seconds)
+    ctx["store"] = Store(redis, keys, settings.retention_seconds, lease_seconds=settings.lease_seconds)
     ctx["pool"] = SessionPool(
         registry,
         catalog,
@@ -57,16 +65,22 @@ async def startup(ctx: dict[str, Any]) -> None:
         Bounds(settings.max_argument_bytes, settings.max_argument_depth),
     )
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}"
+    ctx["recovery"] = asyncio.create_task(recover_forever(ctx), name="recovery")
     logger.info("worker %s ready for %d backends", ctx["worker_id"], len(registry))
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
+    if "recovery" in ctx:
+        ctx["recovery"].cancel()
+        with suppress(asyncio.CancelledError):
+            await ctx["recovery"]
     if "worker_id" in ctx:
         await ctx["redis"].zrem(Keys(ctx["settings"].key_prefix).workers, ctx["worker_id"])
     if "pool" in ctx:
         await ctx["pool"].close()
-    if "released" in ctx:
-        await ctx["released"].stop()
+    for name in ("released", "cancels"):
+        if name in ctx:
+            await ctx[name].stop()
 
 
 class Worker(ArqWorker):
@@ -87,6 +101,7 @@ class Worker(ArqWorker):
         self._watch = ExitStack()
         self._workers_key = workers_key
         self._beat_at = 0.0
+        self._draining: asyncio.Future[None] | None = None
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those
@@ -113,6 +128,28 @@ class Worker(ArqWorker):
                 await asyncio.wait_for(self._wake.wait(), self._idle_poll)
         self._wake.clear()
         await super()._poll_iteration()
+
+    def handle_sig(self, signum: int) -> None:
+        """SIGTERM or SIGINT: a graceful stop (a second one stops at once). Anything else: arq's own stop."""
+        if signum not in (signal.SIGTERM, signal.SIGINT) or self._draining is not None:
+            super().handle_sig(signal.Signals(signum))
+            return
+        self._draining = asyncio.ensure_future(self.drain())
+
+    async def drain(self) -> None:
+        """Take nothing new; let running shards finish their calls in flight (up to the grace period), hand the
+        rest of their batches back at once, then stop."""
+        logger.info("graceful stop: taking no new jobs, handing back running ones")
+        self.allow_pick_jobs = False
+        draining: asyncio.Event | None = self.ctx.get("draining")
+        if draining is not None:
+            draining.set()
+        grace = self.ctx["settings"].shutdown_grace_seconds
+        jobs = [task for task in self.tasks.values() if not task.done()]
+        if jobs:
+            await asyncio.wait(jobs, timeout=grace + _HAND_BACK_SECONDS)
+        if self.main_task is not None:
+            self.main_task.cancel()
 
     async def close(self) -> None:
         self._watch.close()

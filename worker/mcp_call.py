@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -224,8 +225,17 @@ def _error(code: str, message: str, type_: str, **details: Any) -> dict[str, Any
     return {"code": code, "message": message, "type": type_, "details": details or None}
 
 
-async def run_call(pool: SessionPool, claim: Claim, worker: str, read_only: bool = True) -> dict[str, Any]:
-    """Run one item and return its result record; never raises for a failure of the call itself."""
+async def run_call(
+    pool: SessionPool,
+    claim: Claim,
+    worker: str,
+    read_only: bool = True,
+    dispatched: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Run one item and return its result record; never raises for a failure of the call itself.
+
+    `dispatched` is called just before the request is sent (from then on the call may have reached its backend).
+    A recovered claim (its first worker stopped mid-call) runs again only for a read-only or idempotent tool."""
     started = time.time()
     clock = time.monotonic()
     record: dict[str, Any] = {"started_at": iso(started), "worker": worker}
@@ -248,9 +258,17 @@ async def run_call(pool: SessionPool, claim: Claim, worker: str, read_only: bool
     refusal = check_tool(claim.server, claim.tool, claim.arguments, session.backend, session.tools, read_only)
     if refusal is not None:
         return done(refusal.status, error=refusal.error())
-    timeout = session.call_timeout
+    timeout = claim.timeout_seconds or session.call_timeout
     annotations = session.tools[claim.tool].annotations or {}
     retryable = bool(annotations.get("readOnlyHint") or annotations.get("idempotentHint"))
+    if claim.recovered:
+        record["recovered"] = True
+        if not (retryable or claim.tool in session.backend.read_only_tools):
+            msg = (
+                f"the worker running {claim.tool!r} stopped while the call was in flight; it may or may not have "
+                "run, and it is not run again because the tool is not annotated readOnlyHint or idempotentHint"
+            )
+            return done(ItemStatus.interrupted, error=_error("interrupted", msg, "batch"))
     record["attempts"], record["rate_wait_seconds"] = 0, 0.0
     while True:
         record["attempts"] += 1
@@ -260,6 +278,8 @@ async def run_call(pool: SessionPool, claim: Claim, worker: str, read_only: bool
             ) as gate:
                 record["rate_wait_seconds"] = round(record["rate_wait_seconds"] + gate.waited, 6)
                 clock = time.monotonic()  # elapsed_seconds is the backend call alone
+                if dispatched is not None:
+                    dispatched()
                 result = await session.call(claim.tool, claim.arguments, timeout)
         except LimitWait as exc:
             details = {"wait_seconds": round(exc.wait, 3), "max_wait_seconds": pool.max_limit_wait}

@@ -1,63 +1,236 @@
-"""The arq job: take a batch's items one by one through the store, call the backend, store each result."""
+"""The arq job: take a batch's items one by one through the store, call the backend, store each result.
+
+A shard job holds a lease while it runs (renewed every third of its length); a worker killed mid-batch stops
+renewing, and any worker's recovery loop hands the job's in-flight items to a replacement (see recovery.py). Calls
+in flight are cut short by a cancel (after its grace period), by the batch's deadline, or by a graceful shutdown
+(after its grace period; those items are handed back, not recorded).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
 from typing import Any
+
+from redis.exceptions import RedisError
 
 from service.core import shards
 from service.core.document import iso
 from service.core.errors import BatchNotFound
-from service.core.models import ItemStatus, Mode
-from service.core.store import Claim, Store
+from service.core.models import BatchStatus, ItemStatus, Mode
+from service.core.settings import Settings
+from service.core.store import BatchMeta, Claim, Store
 
 from .mcp_call import SessionPool, run_call
+from .recovery import requeue
 from .references import BatchReferences
 
 logger = logging.getLogger(__name__)
 
 
-async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0) -> None:
+@dataclass
+class _Lane:
+    """What one lane is doing, so a cut can reach its call."""
+
+    claim: Claim | None = None
+    dispatched: bool = False  # the call may have reached its backend
+    timeout: asyncio.Timeout | None = None
+
+
+@dataclass
+class _Shard:
+    """One shard job on this worker: why it stops early, if it does, and its lanes."""
+
+    meta: BatchMeta
+    reason: str | None = None  # why calls are cut: 'cancel' or 'shutdown'
+    grace: float = 0.0  # how long calls in flight may still run once cut
+    lost: bool = False  # the lease was taken over: claim nothing more
+    lanes: list[_Lane] = field(default_factory=list)
+    handed_back: list[tuple[int, bool]] = field(default_factory=list)  # (index, dispatched) of calls cut
+
+    @property
+    def stopping(self) -> bool:
+        return self.reason is not None or self.lost
+
+    def when(self, lane: _Lane) -> float | None:
+        """The loop time at which this lane's call is cut, or None."""
+        loop = asyncio.get_running_loop()
+        candidates = []
+        if self.meta.deadline_at is not None:
+            candidates.append(loop.time() + self.meta.deadline_at - time.time())
+        if self.reason is not None:
+            candidates.append(loop.time() + (self.grace if lane.dispatched else 0.0))
+        return min(candidates, default=None)
+
+    def cut(self, reason: str, grace: float) -> None:
+        """Claim nothing more; cut calls not yet sent at once and calls in flight after `grace`."""
+        if self.reason is None:
+            self.reason, self.grace = reason, grace
+        for lane in self.lanes:
+            if lane.claim is not None and lane.timeout is not None:
+                when = self.when(lane)
+                current = lane.timeout.when()
+                lane.timeout.reschedule(when if current is None or when is None else min(current, when))
+
+    def cut_record(self, lane: _Lane) -> dict[str, Any] | None:
+        """The record of a call cut short; None when it is handed back to another worker instead."""
+        if self.meta.deadline_at is not None and time.time() >= self.meta.deadline_at:
+            status, code, what = ItemStatus.expired, "deadline_exceeded", "the batch's deadline passed"
+        elif self.reason == "cancel":
+            status, code, what = ItemStatus.cancelled, "cancelled", "the batch was cancelled"
+        else:
+            self.handed_back.append((lane.claim.index if lane.claim else -1, lane.dispatched))
+            return None
+        phase = "while the call was in flight" if lane.dispatched else "before the call was sent"
+        now = iso(time.time())
+        return {
+            "status": status.value,
+            "error": {"code": code, "message": f"{what} {phase}", "type": "batch", "details": None},
+            "started_at": now,
+            "finished_at": now,
+        }
+
+
+async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0, generation: int = 0) -> None:
     """Run one shard of a batch: its share of `max_concurrency` lanes (one in serial mode), each finishing and
     claiming items in one round trip, until nothing is left to claim. Shards on other workers claim from the same
     cursor, so they share the items however fast each goes."""
     store: Store = ctx["store"]
-    pool: SessionPool = ctx["pool"]
-    worker_id: str = ctx["worker_id"]
+    settings: Settings = ctx["settings"]
+    job = shards.job_id(batch_id, shard, generation)
+    if not await store.renew(batch_id, job):
+        logger.info("job %s was taken over before it started; nothing to do", job)
+        return
     try:
         meta = await store.meta(batch_id)
     except BatchNotFound:
         logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
+        await store.release(job)
         return
-    lanes = 1 if meta.mode is Mode.serial else shards.lanes(meta.max_concurrency, meta.shards, shard)
-    references = BatchReferences(store, batch_id)
+    run = _Shard(meta)
+    renewing = asyncio.create_task(_renew(store, batch_id, job, settings.lease_seconds / 3, run))
+    watching = asyncio.create_task(_watch(ctx, batch_id, run))
+    try:
+        lanes = 1 if meta.mode is Mode.serial else shards.lanes(meta.max_concurrency, meta.shards, shard)
+        run.lanes = [_Lane() for _ in range(lanes)]
+        references = BatchReferences(store, batch_id)
+        await asyncio.gather(*(_lane(ctx, batch_id, job, run, lane, references) for lane in run.lanes))
+    finally:
+        for task in (renewing, watching):
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+    if run.reason == "shutdown":
+        await _hand_back(ctx, batch_id, shard, generation, run)
+    else:
+        await store.release(job)
+    logger.info("batch %s: job %s has no more items to run", batch_id, job)
 
-    async def lane() -> None:
-        finished: tuple[Claim, dict[str, Any]] | None = None
-        while True:
-            claim = await store.advance(batch_id, worker_id, finished, want_next=True)
-            if claim is None:
+
+async def _lane(
+    ctx: dict[str, Any], batch_id: str, job: str, run: _Shard, lane: _Lane, references: BatchReferences
+) -> None:
+    store: Store = ctx["store"]
+    pool: SessionPool = ctx["pool"]
+    worker_id: str = ctx["worker_id"]
+    finished: tuple[Claim, dict[str, Any]] | None = None
+    while True:
+        claim = await store.advance(batch_id, job, finished, want_next=not run.stopping)
+        if claim is None:
+            return
+        lane.claim, lane.dispatched = claim, False
+        queued = round(time.time() - run.meta.created_at, 6)
+
+        def dispatched(lane: _Lane = lane) -> None:
+            lane.dispatched = True
+
+        try:
+            async with asyncio.timeout(run.when(lane)) as timeout:
+                lane.timeout = timeout
+                record = await _run_item(pool, references, claim, worker_id, run.meta.read_only, dispatched)
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            cut = run.cut_record(lane)
+            if cut is None:
+                return  # handed back: recorded by whoever runs it next
+            record = cut | {"worker": worker_id}
+        finally:
+            lane.timeout = None
+        record["queued_seconds"] = queued
+        references.finished(claim.index, record)
+        finished = (claim, record)
+        lane.claim = None
+
+
+async def _run_item(
+    pool: SessionPool,
+    references: BatchReferences,
+    claim: Claim,
+    worker_id: str,
+    read_only: bool,
+    dispatched: Callable[[], None],
+) -> dict[str, Any]:
+    try:
+        prepared = await references.prepare(claim)
+        if isinstance(prepared, Claim):
+            return await run_call(pool, prepared, worker_id, read_only, dispatched)
+        now = iso(time.time())  # ended before dispatch: nothing ran
+        return prepared | {"worker": worker_id, "started_at": now, "finished_at": now, "attempts": 0}
+    except Exception:  # a bug must not leave the item running forever
+        logger.exception("item %d failed inside the worker", claim.index)
+        return {
+            "status": ItemStatus.error.value,
+            "worker": worker_id,
+            "error": {"code": "internal_error", "message": "the worker failed", "type": "internal"},
+        }
+
+
+async def _renew(store: Store, batch_id: str, job: str, every: float, run: _Shard) -> None:
+    while True:
+        await asyncio.sleep(every)  # a periodic duty: the lease must be renewed well before it lapses
+        try:
+            if not await store.renew(batch_id, job):
+                logger.warning("job %s lost its lease (taken over); claiming nothing more", job)
+                run.lost = True
                 return
-            queued = round(time.time() - meta.created_at, 6)
-            try:
-                prepared = await references.prepare(claim)
-                if isinstance(prepared, Claim):
-                    record = await run_call(pool, prepared, worker_id, meta.read_only)
-                else:
-                    now = iso(time.time())  # ended before dispatch: nothing ran
-                    record = prepared | {"worker": worker_id, "started_at": now, "finished_at": now, "attempts": 0}
-            except Exception:  # a bug must not leave the item running forever
-                logger.exception("batch %s item %d failed inside the worker", batch_id, claim.index)
-                record = {
-                    "status": ItemStatus.error.value,
-                    "worker": worker_id,
-                    "error": {"code": "internal_error", "message": "the worker failed", "type": "internal"},
-                }
-            record["queued_seconds"] = queued
-            references.finished(claim.index, record)
-            finished = (claim, record)
+        except (RedisError, OSError) as exc:
+            logger.warning("could not renew the lease of job %s: %s", job, type(exc).__name__)
 
-    await asyncio.gather(*(lane() for _ in range(lanes)))
-    logger.info("batch %s: worker %s has no more items to run", batch_id, worker_id)
+
+async def _watch(ctx: dict[str, Any], batch_id: str, run: _Shard) -> None:
+    """Cut the shard short on a cancel of its batch or a graceful shutdown of this worker."""
+    settings: Settings = ctx["settings"]
+    draining: asyncio.Event = ctx["draining"]
+    with ctx["cancels"].watch(batch_id) as cancelled:
+        while True:
+            if draining.is_set():
+                run.cut("shutdown", settings.shutdown_grace_seconds)
+                return
+            if cancelled.is_set():
+                cancelled.clear()
+                # A resubscribed listener wakes every watcher: check the batch really was cancelled.
+                if await ctx["store"].status(batch_id) in (BatchStatus.cancelling, BatchStatus.cancelled):
+                    run.cut("cancel", settings.cancel_grace_seconds)
+                    return
+            waits = [asyncio.ensure_future(e.wait()) for e in (draining, cancelled)]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+
+
+async def _hand_back(ctx: dict[str, Any], batch_id: str, shard: int, generation: int, run: _Shard) -> None:
+    """A graceful stop: give this job's part to a replacement at once instead of letting its lease lapse."""
+    store: Store = ctx["store"]
+    job, new_job = shards.job_id(batch_id, shard, generation), shards.job_id(batch_id, shard, generation + 1)
+    clean = [index for index, dispatched in run.handed_back if not dispatched]
+    outcome = await store.take_over(batch_id, job, new_job, force=True, never_dispatched=clean)
+    if outcome == "replaced":
+        await requeue(ctx, batch_id, shard, generation + 1)
+    logger.info("job %s handed back (%s, %d calls cut)", job, outcome, len(run.handed_back))

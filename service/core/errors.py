@@ -3,6 +3,9 @@
 MCPBatchError
  ├── ConfigError          the servers file (or an environment variable it names) is wrong: start-up stops
  ├── BatchNotFound        no batch with that id (or it expired)
+ │    └── ItemNotFound     the batch has no item with that id
+ ├── BatchAlreadyFinished the batch has ended, so it cannot be cancelled
+ ├── Backpressure         too many items are queued or running; try again after `retry_after`
  ├── InvalidBatch         the request is malformed as a whole; `problems` lists every fault
  └── BackendError         a backend could not be reached or broke mid-call (worker side)
       └── BackendTimeout  the backend did not answer within the call's timeout
@@ -36,6 +39,25 @@ class ItemNotFound(BatchNotFound):
         MCPBatchError.__init__(self, f"batch {batch_id!r} has no item {item_id!r}")
         self.batch_id = batch_id
         self.item_id = item_id
+
+
+class BatchAlreadyFinished(MCPBatchError):
+    """The batch has ended (`status` says how); cancelling it changes nothing."""
+
+    def __init__(self, batch_id: str, status: str) -> None:
+        super().__init__(f"batch {batch_id!r} has already ended: it is {status}")
+        self.batch_id = batch_id
+        self.status = status
+
+
+class Backpressure(MCPBatchError):
+    """Accepting the batch would put more items in the queue than the service takes; nothing was stored."""
+
+    def __init__(self, unfinished: int, limit: int, retry_after: int) -> None:
+        super().__init__(
+            f"the service has {unfinished} unfinished items and takes at most {limit}; try again in {retry_after}s"
+        )
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,40 @@
 """Every Redis key and channel the service uses, all under one prefix (default `mcpb`).
 
-Per batch (all expire `retention_seconds` after the batch finishes, and are kept alive while it runs):
+Per batch (all expire the batch's `retention_seconds` after it finishes; until then they live LIVE_TTL_SECONDS
+past the last sign of life: a submit, a finished item, a lease renewal):
     {p}:batch:{id}            hash    the batch's settings, status, timestamps and counters
     {p}:batch:{id}:calls      list    one JSON call spec per item, in submitted order
     {p}:batch:{id}:results    hash    item index -> JSON result record, written once when the item finishes
     {p}:batch:{id}:failed     zset    failed item ids, scored by index (ordered failed_ids / failed_indexes)
     {p}:batch:{id}:finished   list    item indexes in finish order (position + 1 = the item's `seq`)
     {p}:batch:{id}:ids        hash    item id -> index
+    {p}:batch:{id}:inflight   hash    item index -> the shard job running it (claimed, not yet finished)
+    {p}:batch:{id}:orphans    list    `index:flag` of items taken back from a stopped worker, run first
+                                      (flag 1: it may have reached its backend; 0: it surely did not)
 Per backend:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
     {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
     {p}:leases:{server}       zset    concurrency leases, scored by expiry (ms); a dead worker's leases lapse
 Shared:
+    {p}:jobs                  zset    shard job id -> its lease expiry (ms, Redis clock); lapsed ones are taken over
+    {p}:deadlines             zset    batch id -> its deadline (ms), for batches that set one
+    {p}:unfinished            string  items of unfinished batches not yet finished (backpressure)
     {p}:workers               zset    worker id -> its last heartbeat (ms); live workers decide how a batch is sharded
     {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)
     {p}:events:done           channel a batch id, published once when that batch reaches a terminal status
     {p}:events:wake           channel published after each enqueue, so idle workers poll at once
     {p}:events:released       channel a server name, published when one of its leases is released
+    {p}:events:cancel         channel a batch id, published when the batch is cancelled
+arq's own keys (its prefix, not ours): `arq:job:{job}` (the queued job) and `arq:in-progress:{job}`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from arq.constants import in_progress_key_prefix, job_key_prefix
+
+LIVE_TTL_SECONDS = 7 * 86_400  # an unfinished batch nobody works on any more is dropped after this
 
 
 @dataclass(frozen=True)
@@ -48,10 +61,45 @@ class Keys:
     def ids(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{batch_id}:ids"
 
+    def inflight(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:inflight"
+
+    def orphans(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:orphans"
+
     def batch_keys(self, batch_id: str) -> list[str]:
         """All keys of one batch, in the order the store's scripts expect them."""
         b = batch_id
-        return [self.batch(b), self.calls(b), self.results(b), self.failed(b), self.finished(b), self.ids(b)]
+        return [
+            self.batch(b),
+            self.calls(b),
+            self.results(b),
+            self.failed(b),
+            self.finished(b),
+            self.ids(b),
+            self.inflight(b),
+            self.orphans(b),
+        ]
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.prefix}:jobs"
+
+    @property
+    def deadlines(self) -> str:
+        return f"{self.prefix}:deadlines"
+
+    @property
+    def unfinished(self) -> str:
+        return f"{self.prefix}:unfinished"
+
+    @staticmethod
+    def arq_job(job: str) -> str:
+        return job_key_prefix + job
+
+    @staticmethod
+    def arq_in_progress(job: str) -> str:
+        return in_progress_key_prefix + job
 
     def tools(self, server: str) -> str:
         return f"{self.prefix}:tools:{server}"
@@ -81,3 +129,7 @@ class Keys:
     @property
     def released_channel(self) -> str:
         return f"{self.prefix}:events:released"
+
+    @property
+    def cancel_channel(self) -> str:
+        return f"{self.prefix}:events:cancel"

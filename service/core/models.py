@@ -27,10 +27,13 @@ class BatchStatus(StrEnum):
 
     queued = "queued"
     running = "running"
+    cancelling = "cancelling"
     completed = "completed"
+    cancelled = "cancelled"
+    expired = "expired"
 
 
-TERMINAL_BATCH = frozenset({BatchStatus.completed})
+TERMINAL_BATCH = frozenset({BatchStatus.completed, BatchStatus.cancelled, BatchStatus.expired})
 
 
 class ItemStatus(StrEnum):
@@ -47,11 +50,14 @@ class ItemStatus(StrEnum):
     invalid_call = "invalid_call"
     blocked = "blocked"
     invalid_reference = "invalid_reference"
+    cancelled = "cancelled"
+    expired = "expired"
+    interrupted = "interrupted"
 
 
 TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running})
-# Terminal statuses that count as failures (and trigger on_error=stop).
-FAILED_ITEM = frozenset(TERMINAL_ITEM - {ItemStatus.ok, ItemStatus.skipped})
+# Terminal statuses that count as failures (and trigger on_error=stop); an item the caller ended is not one.
+FAILED_ITEM = frozenset(TERMINAL_ITEM - {ItemStatus.ok, ItemStatus.skipped, ItemStatus.cancelled, ItemStatus.expired})
 
 
 class Call(BaseModel):
@@ -69,6 +75,9 @@ class Call(BaseModel):
     server: str = Field(min_length=1, max_length=10_000, description="Backend name from the servers file.")
     tool: str = Field(min_length=1, max_length=10_000, description="Tool name on that backend.")
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
+    timeout_seconds: float | None = Field(
+        None, gt=0, description="This call's timeout; default: its server's `timeout_seconds` from the servers file."
+    )
 
 
 class BatchRequest(BaseModel):
@@ -89,6 +98,12 @@ class BatchRequest(BaseModel):
     )
     response_max_bytes: int | None = Field(
         None, ge=1024, description="Budget for the serialized `results` of the document; default from settings."
+    )
+    deadline_seconds: float | None = Field(
+        None, gt=0, description="From submit: when it passes, unfinished items become `expired` and so does the batch."
+    )
+    retention_seconds: int | None = Field(
+        None, ge=1, description="How long the finished batch is kept (then GET is 404); default from settings."
     )
 
 
@@ -125,6 +140,9 @@ class ItemResult(BaseModel):
     rate_wait_seconds: float | None = Field(
         None, description="Time spent waiting for the backend's concurrency lease and rate-limit slot."
     )
+    recovered: bool = Field(
+        False, description="The worker first running this call stopped mid-call; another worker took it over."
+    )
 
 
 class ItemPage(ItemResult):
@@ -160,6 +178,8 @@ class Counts(BaseModel):
     pending: int
     running: int
     skipped: int
+    cancelled: int = 0
+    expired: int = 0
 
 
 class BackendLimits(BaseModel):
@@ -192,6 +212,9 @@ class BatchDocument(BaseModel):
     limits: dict[str, BackendLimits] = Field(
         default_factory=dict, description="Per backend this batch calls: the limits in force when it was submitted."
     )
+    deadline_at: str | None = Field(None, description="When unfinished items expire (deadline_seconds after submit).")
+    retention_seconds: int = Field(86_400, description="How long the batch is kept once finished.")
+    expires_at: str | None = Field(None, description="When the finished batch will be deleted (then GET is 404).")
     created_at: str
     started_at: str | None
     finished_at: str | None

@@ -15,13 +15,14 @@ from arq import ArqRedis
 from . import budget, shards
 from .backends import Registry
 from .catalog import Catalog
+from .errors import Backpressure
 from .keys import Keys
 from .limits import LeaseSemaphore, RateLimiter
-from .models import BatchDocument, BatchRequest, DryRun, DryRunItem, ItemError, ItemResult, ItemStatus
+from .models import TERMINAL_BATCH, BatchDocument, BatchRequest, DryRun, DryRunItem, ItemError, ItemResult, ItemStatus
 from .precheck import Bounds, precheck
 from .references import may_reference
 from .settings import Settings
-from .store import Store
+from .store import Store, new_batch_id
 from .validation import validate_batch
 
 _LIVE_SECONDS = 15.0  # a worker that beat within this long counts as live (workers beat about once a second)
@@ -49,32 +50,47 @@ class Services:
             settings.max_concurrency_ceiling,
             settings.default_max_concurrency,
             settings.response_max_bytes_ceiling,
+            settings.retention_ceiling_seconds,
+            settings.max_call_timeout_seconds,
         )
 
     async def submit(self, request: BatchRequest) -> str:
-        """Validate the whole batch, store it atomically, queue it, wake workers."""
+        """Validate the whole batch, store it atomically, queue its shard jobs, wake workers.
+
+        Backpressure: past `max_unfinished_items` nothing is stored and Backpressure (a 429) is raised."""
         concurrency = self.validate(request)
+        settings = self.settings
+        unfinished = await self.store.unfinished_items()
+        if unfinished + len(request.calls) > settings.max_unfinished_items:
+            raise Backpressure(unfinished, settings.max_unfinished_items, settings.backpressure_retry_after_seconds)
         limits = self.registry.limits({call.server for call in request.calls})
         linked = any(may_reference(call.arguments) for call in request.calls)
         live = await self.redis.zcount(self.keys.workers, (time.time() - _LIVE_SECONDS) * 1000, "+inf")
-        settings = self.settings
         count = shards.plan(
             len(request.calls), concurrency, request.mode, linked, live, settings.max_shards, settings.shard_min_items
         )
-        batch_id = await self.store.create(request, concurrency, limits, shards=count)
+        batch_id = new_batch_id()
+        jobs = [shards.job_id(batch_id, shard) for shard in range(count)]
+        await self.store.create(request, concurrency, limits, batch_id, jobs)
         try:
-            for shard in range(count):
-                job = shards.job_id(batch_id, shard)
+            for shard, job in enumerate(jobs):
                 await self.redis.enqueue_job("run_batch", batch_id, shard, _job_id=job, _queue_name=self.keys.queue)
         except BaseException:
-            await self.store.delete(batch_id)  # nothing half-written: a batch that could not be queued does not exist
+            await self.store.delete(batch_id, jobs)  # nothing half-written: a batch that could not be queued is gone
             raise
         await self.redis.publish(self.keys.wake_channel, batch_id)
         return batch_id
 
+    async def cancel(self, batch_id: str) -> BatchDocument:
+        """Cancel a batch (BatchAlreadyFinished when it has ended) and return its document."""
+        await self.store.cancel(batch_id)
+        return await self.document(batch_id, limit=0)
+
     async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
         """A page of the document that fits the batch's byte budget: no more items than the budget holds."""
-        max_bytes = await self.store.response_budget(batch_id)
+        max_bytes, deadline, status = await self.store.page_facts(batch_id)
+        if deadline is not None and deadline <= time.time() and status not in TERMINAL_BATCH:
+            await self.store.expire(batch_id)  # workers apply deadlines within a second; this covers no workers
         page = budget.most_items(max_bytes) if limit is None else min(limit, budget.most_items(max_bytes))
         document = await self.store.document(batch_id, offset, page)
         items, removed = budget.fit([item.model_dump(mode="json") for item in document.results], max_bytes)

@@ -22,7 +22,16 @@ class Settings(BaseSettings):
     max_calls_per_batch: int = Field(10_000, ge=1, description="Most calls one batch may hold.")
     default_max_concurrency: int = Field(16, ge=1, description="A batch's max_concurrency when it gives none.")
     max_concurrency_ceiling: int = Field(256, ge=1, description="Largest max_concurrency a batch may ask for.")
-    retention_seconds: int = Field(86_400, ge=60, description="How long a batch and its results are kept.")
+    retention_seconds: int = Field(
+        86_400, ge=1, description="How long a finished batch is kept (a batch may ask for other)."
+    )
+    retention_ceiling_seconds: int = Field(
+        7 * 86_400, ge=1, description="Longest retention_seconds a batch may ask for."
+    )
+    max_unfinished_items: int = Field(
+        1_000_000, ge=1, description="Items queued or running across all batches before POST answers 429."
+    )
+    backpressure_retry_after_seconds: int = Field(5, ge=1, description="Retry-After of a 429 for backpressure.")
     max_wait_seconds: float = Field(60.0, ge=0, description="Longest ?wait a GET may hold.")
 
     max_argument_bytes: int = Field(20_000, ge=2, description="Largest serialized `arguments` of one call.")
@@ -35,6 +44,7 @@ class Settings(BaseSettings):
     gumloop_max_calls: int = Field(5, ge=1, description="Most calls in one POST /mcp/tools/call (Gumloop's cap).")
 
     default_timeout_seconds: float = Field(30.0, gt=0, description="Per-call timeout for servers that set none.")
+    max_call_timeout_seconds: float = Field(3_600.0, gt=0, description="Largest timeout_seconds a call may ask for.")
     connect_timeout_seconds: float = Field(20.0, gt=0, description="Longest time to open a backend session.")
     tools_refresh_seconds: float = Field(300.0, gt=0, description="How long a backend's cached tools/list is used.")
 
@@ -54,6 +64,16 @@ class Settings(BaseSettings):
         0.5, gt=0, description="Fallback queue poll when no wake-up arrives (new work wakes workers at once)."
     )
     job_timeout_seconds: int = Field(86_400, ge=1, description="Longest time one batch job may run on a worker.")
+    lease_seconds: float = Field(
+        30.0, ge=1, description="A shard's lease: a worker that stops renewing it (killed) loses its work after this."
+    )
+    sweep_seconds: float = Field(1.0, gt=0, description="How often each worker looks for lapsed leases and deadlines.")
+    shutdown_grace_seconds: float = Field(
+        10.0, ge=0, description="On SIGTERM, how long in-flight calls may finish before they are cut and handed back."
+    )
+    cancel_grace_seconds: float = Field(
+        5.0, ge=0, description="After a cancel, how long in-flight calls may finish before they are cut."
+    )
 
 
 @lru_cache

@@ -23,8 +23,15 @@ def lanes(concurrency: int, shards: int, shard: int) -> int:
     return concurrency // shards + (1 if shard < concurrency % shards else 0)
 
 
-def job_id(batch_id: str, shard: int) -> str:
-    return f"{batch_id}:{shard}"
+def job_id(batch_id: str, shard: int, generation: int = 0) -> str:
+    """A shard job's id; a job taken over (its worker stopped) is replaced by the next generation."""
+    return f"{batch_id}:{shard}:{generation}"
+
+
+def parse(job: str) -> tuple[str, int, int]:
+    """batch id, shard, generation of a shard job id."""
+    batch_id, shard, generation = job.split(":")
+    return batch_id, int(shard), int(generation)
 
 
 def batch_of(job: str) -> str:

@@ -1,9 +1,12 @@
-"""The only code that reads and writes batch keys: create, advance (finish one item and claim the next), load, wait.
+"""The only code that reads and writes batch keys: create, advance (finish one item and claim the next), leases,
+cancel and expiry, load, wait.
 
 Items are claimed through a cursor (`claimed`) rather than a list of pending indexes, so a batch of any size costs
 O(1) to queue; an item's state is derived: a result record means finished, an index below the cursor without one
-means running, above it pending (or skipped once `stopped_at` is set). Finishing and claiming are one Lua script,
-so a worker makes one Redis round trip per item, and a result is counted exactly once.
+means running, above it pending (or skipped, cancelled, expired once the batch halts). Finishing and claiming are
+one Lua script (see scripts.py), so a worker makes one Redis round trip per item, and a result is counted exactly
+once. Each claimed item is noted against the shard job that holds it, so a job whose lease lapses (its worker
+died) can hand exactly its in-flight items to a replacement.
 """
 
 from __future__ import annotations
@@ -19,59 +22,33 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
+from . import scripts
 from .document import LIMITS, render, spec_fields
-from .errors import BatchNotFound, ItemNotFound
+from .errors import BatchAlreadyFinished, BatchNotFound, ItemNotFound
 from .events import Listener
-from .keys import Keys
+from .keys import LIVE_TTL_SECONDS, Keys
 from .models import (
+    FAILED_ITEM,
     TERMINAL_BATCH,
     BackendLimits,
     BatchDocument,
     BatchRequest,
     BatchStatus,
+    Call,
     ItemResult,
+    ItemStatus,
     Mode,
 )
 
 _CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
 
-# KEYS: meta, calls, results, failed, finished, ids
-# ARGV: index (-1: none), record, status, item id, want ('1'/'0'), now, retention ms, channel, batch id
-_ADVANCE = """
-local meta, calls, results, failed, finished = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local index, retention = tonumber(ARGV[1]), tonumber(ARGV[7])
-if redis.call('EXISTS', meta) == 0 then return {-2} end
-if index >= 0 and redis.call('HSETNX', results, index, ARGV[2]) == 1 then
-  redis.call('HINCRBY', meta, 'finished', 1)
-  redis.call('HINCRBY', meta, 'n:' .. ARGV[3], 1)
-  redis.call('PEXPIRE', results, retention)
-  redis.call('RPUSH', finished, index)
-  redis.call('PEXPIRE', finished, retention)
-  if ARGV[3] ~= 'ok' and ARGV[3] ~= 'skipped' then
-    redis.call('ZADD', failed, index, ARGV[4])
-    redis.call('PEXPIRE', failed, retention)
-    if redis.call('HGET', meta, 'on_error') == 'stop' then redis.call('HSETNX', meta, 'stopped_at', index) end
-  end
-end
-local m = redis.call('HMGET', meta, 'status', 'total', 'claimed', 'finished', 'stopped_at')
-local status, total, claimed, finished, stopped = m[1], tonumber(m[2]), tonumber(m[3]), tonumber(m[4]), m[5]
-if status == 'completed' then return {-1} end
-if finished == total or (stopped and finished == claimed) then
-  redis.call('HSET', meta, 'status', 'completed', 'finished_at', ARGV[6])
-  for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, retention) end
-  redis.call('PUBLISH', ARGV[8], ARGV[9])
-  return {-1}
-end
-if ARGV[5] == '1' and not stopped and claimed < total then
-  redis.call('HSET', meta, 'claimed', claimed + 1)
-  if status == 'queued' then redis.call('HSET', meta, 'status', 'running', 'started_at', ARGV[6]) end
-  redis.call('PEXPIRE', meta, retention)
-  redis.call('PEXPIRE', calls, retention)
-  redis.call('PEXPIRE', KEYS[6], retention)
-  return {claimed, redis.call('LINDEX', calls, claimed)}
-end
-return {-1}
-"""
+
+def _spec(index: int, call: Call) -> dict[str, Any]:
+    spec: dict[str, Any] = {"id": call.id or str(index), "server": call.server, "tool": call.tool}
+    spec["arguments"] = call.arguments
+    if call.timeout_seconds is not None:
+        spec["timeout_seconds"] = call.timeout_seconds
+    return spec
 
 
 def new_batch_id() -> str:
@@ -88,6 +65,8 @@ class Claim:
     server: str
     tool: str
     arguments: dict[str, Any]
+    timeout_seconds: float | None = None  # the call's own timeout, when it set one
+    recovered: bool = False  # taken over from a stopped worker, possibly after it reached the backend
 
 
 @dataclass(frozen=True)
@@ -100,6 +79,15 @@ class BatchMeta:
     read_only: bool
     created_at: float
     shards: int
+    deadline_at: float | None
+
+
+@dataclass(frozen=True)
+class CancelOutcome:
+    """What a cancel did: `cancelling` (calls in flight will end) or `ended` (the batch is cancelled now)."""
+
+    outcome: str
+    status: BatchStatus
 
 
 class Store:
@@ -112,13 +100,20 @@ class Store:
         retention_seconds: int,
         done: Listener | None = None,
         response_max_bytes: int = 300_000,
+        lease_seconds: float = 30.0,
     ) -> None:
         self.redis = redis
         self.response_max_bytes = response_max_bytes
         self.keys = keys
-        self.retention_ms = retention_seconds * 1000
+        self.retention_seconds = retention_seconds
+        self.lease_ms = int(lease_seconds * 1000)
+        self.live_ms = LIVE_TTL_SECONDS * 1000
         self._done = done  # the API's listener on the done channel; workers do not wait
-        self._advance = redis.register_script(_ADVANCE)
+        self._advance = redis.register_script(scripts.ADVANCE)
+        self._take_over = redis.register_script(scripts.TAKE_OVER)
+        self._cancel = redis.register_script(scripts.CANCEL)
+        self._expire = redis.register_script(scripts.EXPIRE)
+        self._renew = redis.register_script(scripts.RENEW)
         self._pending: list[tuple[list[str], list[Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -128,45 +123,64 @@ class Store:
         max_concurrency: int,
         limits: dict[str, BackendLimits] | None = None,
         batch_id: str | None = None,
-        shards: int = 1,
+        jobs: list[str] | None = None,
     ) -> str:
-        """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing."""
+        """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing. `jobs` are its shard jobs,
+        leased from now (a job lost before it is queued is taken over when its lease lapses)."""
         batch_id = batch_id or new_batch_id()
+        jobs = jobs or []
         meta, calls = self.keys.batch(batch_id), self.keys.calls(batch_id)
-        specs = [
-            json.dumps({"id": c.id or str(i), "server": c.server, "tool": c.tool, "arguments": c.arguments})
-            for i, c in enumerate(request.calls)
-        ]
+        specs = [json.dumps(_spec(i, c)) for i, c in enumerate(request.calls)]
+        now = time.time()
+        fields: dict[str, Any] = {
+            "status": BatchStatus.queued.value,
+            "mode": request.mode.value,
+            "on_error": request.on_error.value,
+            "max_concurrency": max_concurrency,
+            "shards": len(jobs) or 1,
+            "total": len(specs),
+            "claimed": 0,
+            "finished": 0,
+            "created_at": repr(now),
+            "limits": LIMITS.dump_json(limits or {}),
+            "read_only": int(request.read_only),
+            "response_max_bytes": request.response_max_bytes or self.response_max_bytes,
+            "retention": request.retention_seconds or self.retention_seconds,
+        }
+        if request.deadline_seconds is not None:
+            fields["deadline_at"] = repr(now + request.deadline_seconds)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                meta,
-                mapping={
-                    "status": BatchStatus.queued.value,
-                    "mode": request.mode.value,
-                    "on_error": request.on_error.value,
-                    "max_concurrency": max_concurrency,
-                    "shards": shards,
-                    "total": len(specs),
-                    "claimed": 0,
-                    "finished": 0,
-                    "created_at": repr(time.time()),
-                    "limits": LIMITS.dump_json(limits or {}),
-                    "read_only": int(request.read_only),
-                    "response_max_bytes": request.response_max_bytes or self.response_max_bytes,
-                },
-            )
+            pipe.hset(meta, mapping=fields)
             ids = [(c.id or str(i), i) for i, c in enumerate(request.calls)]
             for start in range(0, len(specs), _CHUNK):
                 pipe.rpush(calls, *specs[start : start + _CHUNK])
                 pipe.hset(self.keys.ids(batch_id), mapping=dict(ids[start : start + _CHUNK]))
             for key in (meta, calls, self.keys.ids(batch_id)):
-                pipe.pexpire(key, self.retention_ms)
+                pipe.pexpire(key, self.live_ms)
+            pipe.incrby(self.keys.unfinished, len(specs))
+            if jobs:
+                pipe.zadd(self.keys.jobs, dict.fromkeys(jobs, int(now * 1000) + self.lease_ms))
+            if request.deadline_seconds is not None:
+                pipe.zadd(self.keys.deadlines, {batch_id: int((now + request.deadline_seconds) * 1000)})
             await pipe.execute()
         return batch_id
 
-    async def delete(self, batch_id: str) -> None:
-        """Remove every key of a batch (used when it could not be queued)."""
-        await self.redis.delete(*self.keys.batch_keys(batch_id))
+    async def unfinished_items(self) -> int:
+        """Items of unfinished batches not yet finished, across all batches (for backpressure)."""
+        raw = await cast(Awaitable[bytes | None], self.redis.get(self.keys.unfinished))
+        return int(raw or 0)
+
+    async def delete(self, batch_id: str, jobs: list[str]) -> None:
+        """Remove a batch that could not be queued, and what it added to the shared keys."""
+        total = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "total"))
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(*self.keys.batch_keys(batch_id))
+            if total is not None:
+                pipe.decrby(self.keys.unfinished, int(total))
+            if jobs:
+                pipe.zrem(self.keys.jobs, *jobs)
+            pipe.zrem(self.keys.deadlines, batch_id)
+            await pipe.execute()
 
     async def status(self, batch_id: str) -> BatchStatus:
         raw = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "status"))
@@ -175,34 +189,108 @@ class Store:
         return BatchStatus(raw.decode())
 
     async def meta(self, batch_id: str) -> BatchMeta:
-        fields = ["mode", "max_concurrency", "status", "read_only", "created_at", "shards"]
+        fields = ["mode", "max_concurrency", "status", "read_only", "created_at", "shards", "deadline_at"]
         raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), fields))
         if raw[0] is None:
             raise BatchNotFound(batch_id)
-        mode, concurrency, status, read_only, created, count = (cast(bytes, value).decode() for value in raw)
+        mode, concurrency, status, read_only, created, count = (cast(bytes, value).decode() for value in raw[:6])
+        deadline = None if raw[6] is None else float(raw[6])
         return BatchMeta(
-            Mode(mode), int(concurrency), BatchStatus(status), read_only == "1", float(created), int(count)
+            Mode(mode), int(concurrency), BatchStatus(status), read_only == "1", float(created), int(count), deadline
         )
 
+    def _script_keys(self, batch_id: str) -> list[str]:
+        keys = self.keys
+        return [*keys.batch_keys(batch_id), keys.jobs, keys.unfinished, keys.deadlines]
+
+    def _script_args(self, batch_id: str) -> list[Any]:
+        return [repr(time.time()), self.keys.done_channel, batch_id]
+
     async def advance(
-        self, batch_id: str, worker: str, finished: tuple[Claim, dict[str, Any]] | None, want_next: bool
+        self, batch_id: str, job: str, finished: tuple[Claim, dict[str, Any]] | None, want_next: bool
     ) -> Claim | None:
         """Record a finished item (if any) and claim the next one (if wanted and allowed), in one round trip.
+        None when there is nothing to claim: the batch is done, halted, or this job's lease was taken over.
 
         Calls made in the same event-loop turn (lanes finishing together) share one pipelined round trip.
         """
+        args = self._script_args(batch_id)
         if finished is not None:
             claim, record = finished
-            args: list[Any] = [claim.index, json.dumps(record), record["status"], claim.id]
+            failed = ItemStatus(record["status"]) in FAILED_ITEM
+            args += [claim.index, json.dumps(record), record["status"], claim.id, "1" if failed else "0"]
         else:
-            args = [-1, "", "", ""]
-        args += ["1" if want_next else "0", repr(time.time()), self.retention_ms, self.keys.done_channel, batch_id]
-        reply = await self._coalesced(self.keys.batch_keys(batch_id), args)
+            args += [-1, "", "", "", "0"]
+        args += ["1" if want_next else "0", job, self.live_ms]
+        reply = await self._coalesced(self._script_keys(batch_id), args)
         index = int(reply[0])
         if index < 0:
             return None
         spec = json.loads(reply[1])
-        return Claim(index, spec["id"], spec["server"], spec["tool"], spec["arguments"])
+        return Claim(
+            index,
+            spec["id"],
+            spec["server"],
+            spec["tool"],
+            spec["arguments"],
+            spec.get("timeout_seconds"),
+            recovered=int(reply[2]) == 1,
+        )
+
+    async def renew(self, batch_id: str, job: str) -> bool:
+        """Start or renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""
+        keys = [self.keys.jobs, *self.keys.batch_keys(batch_id)]
+        return bool(await self._renew(keys, [job, self.lease_ms, self.live_ms]))
+
+    async def release(self, job: str) -> None:
+        """A shard job ended with nothing left to claim: drop its lease."""
+        await self.redis.zrem(self.keys.jobs, job)
+
+    async def take_over(
+        self, batch_id: str, job: str, new_job: str, force: bool = False, never_dispatched: list[int] | None = None
+    ) -> str:
+        """Hand a shard job's in-flight items to a replacement job (leased to `new_job`, which the caller queues).
+
+        Without force, only when the job's lease has lapsed. Returns 'replaced' when the caller must queue
+        `new_job`; 'gone', 'alive', 'queued' or 'done' when not."""
+        keys = [
+            *self._script_keys(batch_id),
+            self.keys.queue,
+            self.keys.arq_job(job),
+            self.keys.arq_in_progress(job),
+        ]
+        clean = ",".join(str(i) for i in never_dispatched or [])
+        args = [*self._script_args(batch_id), job, new_job, self.lease_ms, "1" if force else "0", self.live_ms, clean]
+        reply = await self._take_over(keys, args)
+        return cast(bytes, reply).decode()
+
+    async def lapsed_jobs(self, limit: int = 100) -> list[str]:
+        """Shard jobs whose lease has lapsed (on Redis's clock)."""
+        seconds, micros = await self.redis.time()
+        now_ms = seconds * 1000 + micros // 1000
+        raw = await self.redis.zrangebyscore(self.keys.jobs, "-inf", now_ms, start=0, num=limit)
+        return [member.decode() for member in raw]
+
+    async def cancel(self, batch_id: str) -> CancelOutcome:
+        """Stop a batch: nothing more starts; it ends when its calls in flight end (BatchAlreadyFinished if over)."""
+        args = [*self._script_args(batch_id), self.keys.cancel_channel]
+        outcome, status = (v.decode() for v in await self._cancel(self._script_keys(batch_id), args))
+        if outcome == "missing":
+            raise BatchNotFound(batch_id)
+        if outcome == "finished":
+            raise BatchAlreadyFinished(batch_id, status)
+        return CancelOutcome(outcome, BatchStatus(status))
+
+    async def expire(self, batch_id: str) -> str:
+        """Apply a batch's deadline if it has passed; returns the script's outcome."""
+        reply = await self._expire(self._script_keys(batch_id), self._script_args(batch_id))
+        return cast(bytes, reply).decode()
+
+    async def due_deadlines(self, limit: int = 100) -> list[str]:
+        """Batches whose deadline has passed and which have not ended yet."""
+        now_ms = int(time.time() * 1000)
+        raw = await self.redis.zrangebyscore(self.keys.deadlines, "-inf", now_ms, start=0, num=limit)
+        return [member.decode() for member in raw]
 
     def _coalesced(self, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -234,7 +322,7 @@ class Store:
                     pipe.evalsha(self._advance.sha, len(keys), *keys, *args)
                 replies: list[Any] = await pipe.execute(raise_on_error=False)
             if attempt == 0 and any(isinstance(r, NoScriptError) for r in replies):
-                await self.redis.script_load(_ADVANCE)  # a restarted or flushed Redis lost the script
+                await self.redis.script_load(scripts.ADVANCE)  # a restarted or flushed Redis lost the script
                 continue
             break
         return replies
@@ -300,12 +388,13 @@ class Store:
         await self.status(batch_id)
         return await cast(Awaitable[int], self.redis.llen(self.keys.finished(batch_id)))
 
-    async def response_budget(self, batch_id: str) -> int:
-        """The batch's response_max_bytes."""
-        raw = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "response_max_bytes"))
-        if raw is None:
+    async def page_facts(self, batch_id: str) -> tuple[int, float | None, BatchStatus]:
+        """What reading a page needs first: the batch's response_max_bytes, its deadline and its status."""
+        fields = ["response_max_bytes", "deadline_at", "status"]
+        raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), fields))
+        if raw[0] is None or raw[2] is None:
             raise BatchNotFound(batch_id)
-        return int(raw)
+        return int(raw[0]), None if raw[1] is None else float(raw[1]), BatchStatus(raw[2].decode())
 
     async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
         """Assemble the batch document, building only the results page asked for."""

@@ -12,6 +12,8 @@ def validate_batch(
     concurrency_ceiling: int,
     default_concurrency: int,
     response_ceiling: int = 10_000_000,
+    retention_ceiling: int = 7 * 86_400,
+    timeout_ceiling: float = 3_600.0,
 ) -> int:
     """Check the batch as a whole; return its effective max_concurrency or raise InvalidBatch listing every fault."""
     problems: list[Problem] = []
@@ -34,10 +36,15 @@ def validate_batch(
             )
         else:
             seen[call_id] = index
+        if call.timeout_seconds is not None and call.timeout_seconds > timeout_ceiling:
+            where = ("calls", index, "timeout_seconds")
+            problems.append(Problem(where, f"at most {timeout_ceiling:g}", "less_than_equal"))
     if request.max_concurrency is not None and request.max_concurrency > concurrency_ceiling:
         problems.append(Problem(("max_concurrency",), f"at most {concurrency_ceiling}", "less_than_equal"))
     if request.response_max_bytes is not None and request.response_max_bytes > response_ceiling:
         problems.append(Problem(("response_max_bytes",), f"at most {response_ceiling}", "less_than_equal"))
+    if request.retention_seconds is not None and request.retention_seconds > retention_ceiling:
+        problems.append(Problem(("retention_seconds",), f"at most {retention_ceiling}", "less_than_equal"))
     if problems:
         raise InvalidBatch(problems)
     return request.max_concurrency or default_concurrency

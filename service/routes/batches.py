@@ -18,7 +18,12 @@ router = APIRouter(prefix="/v1", tags=["batches"])
 _NDJSON = "application/x-ndjson"
 
 
-@router.post("/batches", status_code=202, summary="Submit a batch of MCP tool calls")
+@router.post(
+    "/batches",
+    status_code=202,
+    summary="Submit a batch of MCP tool calls",
+    responses={429: {"description": "Too many unfinished items in the service; retry after `Retry-After` seconds."}},
+)
 async def submit_batch(request: BatchRequest, services: ServicesDep, response: Response) -> BatchDocument:
     """Validate the whole batch, store it and queue it; answers at once with the (queued) document."""
     batch_id = await services.submit(request)
@@ -46,6 +51,17 @@ async def get_batch(
     if wait > 0:
         await services.store.wait(batch_id, min(wait, services.settings.max_wait_seconds))
     return await services.document(batch_id, offset, limit)
+
+
+@router.post(
+    "/batches/{batch_id}/cancel",
+    summary="Cancel a batch: nothing new starts; calls in flight finish or are cut after the grace period",
+    responses={409: {"description": "The batch has already ended (its status is given)."}},
+)
+async def cancel_batch(batch_id: str, services: ServicesDep) -> BatchDocument:
+    """The batch goes `cancelling`, then `cancelled` once no call is in flight; its pending items are `cancelled`.
+    Answers with the document (no results page: `limit=0`)."""
+    return await services.cancel(batch_id)
 
 
 @router.get("/batches/{batch_id}/items/{item_id}", summary="One item, whole, paging through large content")

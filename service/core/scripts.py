@@ -1,0 +1,195 @@
+"""The store's Lua scripts: every change of a batch's state is one atomic script.
+
+The batch scripts take the same KEYS (`Keys.batch_keys` then jobs, unfinished, deadlines) and start their ARGV with
+the same three values (now in epoch seconds, the done channel, the batch id), so they share `finalize`: the one
+place a batch ends (status, counters, retention, the done message). Leases are scored on Redis's own clock (TIME),
+so workers on machines with skewed clocks agree on when a lease has lapsed.
+
+A batch's `halt` field says why nothing more is claimed: `stop` (on_error=stop), `cancel` or `expire`; the items
+never run then take the matching status (skipped, cancelled, expired), and the batch ends once nothing is in flight.
+"""
+
+from __future__ import annotations
+
+# KEYS: 1 meta, 2 calls, 3 results, 4 failed, 5 finished, 6 ids, 7 inflight, 8 orphans, 9 jobs, 10 unfinished,
+#       11 deadlines.  ARGV: 1 now, 2 done channel, 3 batch id, then each script's own.
+_COMMON = """
+local TERMINAL = {completed = true, cancelled = true, expired = true}
+local function finalize(halt)
+  local final = 'completed'
+  if halt == 'cancel' then final = 'cancelled' elseif halt == 'expire' then final = 'expired' end
+  local m = redis.call('HMGET', KEYS[1], 'total', 'finished', 'retention', 'idempotency_key')
+  redis.call('HSET', KEYS[1], 'status', final, 'finished_at', ARGV[1])
+  redis.call('DECRBY', KEYS[10], tonumber(m[1]) - tonumber(m[2]))
+  redis.call('ZREM', KEYS[11], ARGV[3])
+  redis.call('DEL', KEYS[7], KEYS[8])
+  local ms = tonumber(m[3]) * 1000
+  for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], ms) end
+  if m[4] then redis.call('PEXPIRE', m[4], ms) end
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  return final
+end
+local function lease_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
+# Record a finished item (once: HSETNX) and claim the next: an orphan first, then the cursor.
+# ARGV: 4 index (-1: none), 5 record, 6 status, 7 item id, 8 failed ('1'/'0'), 9 want ('1'/'0'), 10 job, 11 ttl ms
+# Returns {index, spec, flag} for a claim (flag 1: a recovered item that may have run), {-1} for none, {-2} when
+# the batch is gone, {-3} when this job's lease is lost (another worker took its part over).
+ADVANCE = (
+    _COMMON
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-2} end
+local status = redis.call('HGET', KEYS[1], 'status')
+if TERMINAL[status] then return {-1} end
+local index, job, ttl = tonumber(ARGV[4]), ARGV[10], tonumber(ARGV[11])
+if index >= 0 then
+  if redis.call('HGET', KEYS[7], index) == job then redis.call('HDEL', KEYS[7], index) end
+  if redis.call('HSETNX', KEYS[3], index, ARGV[5]) == 1 then
+    redis.call('HINCRBY', KEYS[1], 'finished', 1)
+    redis.call('HINCRBY', KEYS[1], 'n:' .. ARGV[6], 1)
+    redis.call('DECR', KEYS[10])
+    redis.call('RPUSH', KEYS[5], index)
+    redis.call('PEXPIRE', KEYS[3], ttl)
+    redis.call('PEXPIRE', KEYS[5], ttl)
+    if ARGV[8] == '1' then
+      redis.call('ZADD', KEYS[4], index, ARGV[7])
+      redis.call('PEXPIRE', KEYS[4], ttl)
+      if redis.call('HGET', KEYS[1], 'on_error') == 'stop' and redis.call('HSETNX', KEYS[1], 'halt', 'stop') == 1 then
+        redis.call('HSET', KEYS[1], 'stopped_at', index)
+      end
+    end
+  end
+end
+local m = redis.call('HMGET', KEYS[1], 'total', 'claimed', 'finished', 'halt', 'deadline_at')
+local total, claimed, finished, halt = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]), m[4]
+if finished == total then return {-1, finalize(halt)} end
+if not halt and m[5] and tonumber(ARGV[1]) >= tonumber(m[5]) then
+  halt = 'expire'
+  redis.call('HSET', KEYS[1], 'halt', halt)
+end
+if halt and redis.call('HLEN', KEYS[7]) == 0 then return {-1, finalize(halt)} end
+if ARGV[9] ~= '1' or halt then return {-1} end
+if not redis.call('ZSCORE', KEYS[9], job) then return {-3} end
+while true do
+  local entry = redis.call('LPOP', KEYS[8])
+  if not entry then break end
+  local sep = string.find(entry, ':', 1, true)
+  local o = string.sub(entry, 1, sep - 1)
+  if redis.call('HEXISTS', KEYS[3], o) == 0 and not redis.call('HGET', KEYS[7], o) then
+    redis.call('HSET', KEYS[7], o, job)
+    return {tonumber(o), redis.call('LINDEX', KEYS[2], tonumber(o)), tonumber(string.sub(entry, sep + 1))}
+  end
+end
+if claimed < total then
+  redis.call('HSET', KEYS[1], 'claimed', claimed + 1)
+  redis.call('HSET', KEYS[7], claimed, job)
+  redis.call('PEXPIRE', KEYS[7], ttl)
+  if status == 'queued' then redis.call('HSET', KEYS[1], 'status', 'running', 'started_at', ARGV[1]) end
+  return {claimed, redis.call('LINDEX', KEYS[2], claimed), 0}
+end
+return {-1}
+"""
+)
+
+# Take a shard job's part back: its in-flight items become orphans, and unless the batch is ending a replacement
+# job gets the lease (the caller then queues it). Without force only a lapsed lease is taken, and a job still
+# waiting in arq's queue (not in progress) only has its lease extended.
+# KEYS: common, 12 arq queue, 13 arq job, 14 arq in-progress. ARGV: 4 job, 5 new job, 6 lease ms, 7 force,
+# 8 ttl ms, 9 indexes surely never dispatched (comma-separated).
+# Returns 'gone' (no such lease), 'alive', 'queued', 'done' (nothing to continue) or 'replaced'.
+TAKE_OVER = (
+    _COMMON
+    + """
+local now = lease_now()
+local score = redis.call('ZSCORE', KEYS[9], ARGV[4])
+if not score then return 'gone' end
+if ARGV[7] ~= '1' then
+  if tonumber(score) > now then return 'alive' end
+  if redis.call('ZSCORE', KEYS[12], ARGV[4]) and redis.call('EXISTS', KEYS[14]) == 0 then
+    redis.call('ZADD', KEYS[9], now + tonumber(ARGV[6]), ARGV[4])
+    return 'queued'
+  end
+end
+redis.call('ZREM', KEYS[9], ARGV[4])
+redis.call('ZREM', KEYS[12], ARGV[4])
+redis.call('DEL', KEYS[13], KEYS[14])
+local clean = {}
+for i in string.gmatch(ARGV[9], '%d+') do clean[i] = true end
+local held = redis.call('HGETALL', KEYS[7])
+for i = 1, #held, 2 do
+  if held[i + 1] == ARGV[4] then
+    redis.call('HDEL', KEYS[7], held[i])
+    if redis.call('HEXISTS', KEYS[3], held[i]) == 0 then
+      redis.call('RPUSH', KEYS[8], held[i] .. ':' .. (clean[held[i]] and '0' or '1'))
+      redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[8]))
+    end
+  end
+end
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status or TERMINAL[status] then return 'done' end
+local halt = redis.call('HGET', KEYS[1], 'halt')
+if halt then
+  if redis.call('HLEN', KEYS[7]) == 0 then finalize(halt) end
+  return 'done'
+end
+redis.call('ZADD', KEYS[9], now + tonumber(ARGV[6]), ARGV[5])
+return 'replaced'
+"""
+)
+
+# Cancel: nothing more is claimed; the batch ends now if nothing is in flight, else when the last call ends.
+# ARGV: 4 cancel channel. Returns {outcome, status}: outcome 'missing', 'finished', 'ended' or 'cancelling'.
+CANCEL = (
+    _COMMON
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', ''} end
+local status = redis.call('HGET', KEYS[1], 'status')
+if TERMINAL[status] then return {'finished', status} end
+redis.call('HSET', KEYS[1], 'halt', 'cancel', 'status', 'cancelling', 'cancel_requested_at', ARGV[1])
+if redis.call('HLEN', KEYS[7]) == 0 then return {'ended', finalize('cancel')} end
+redis.call('PUBLISH', ARGV[4], ARGV[3])
+return {'cancelling', 'cancelling'}
+"""
+)
+
+# A deadline passed: nothing more is claimed; the batch ends now if nothing is in flight (the workers running
+# calls cut them at the deadline themselves). Returns 'missing', a terminal status, 'early' or 'expiring'.
+EXPIRE = (
+    _COMMON
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('ZREM', KEYS[11], ARGV[3])
+  return 'missing'
+end
+local m = redis.call('HMGET', KEYS[1], 'status', 'deadline_at', 'halt')
+if TERMINAL[m[1]] then
+  redis.call('ZREM', KEYS[11], ARGV[3])
+  return m[1]
+end
+if not m[2] or tonumber(ARGV[1]) < tonumber(m[2]) then return 'early' end
+local halt = m[3]
+if not halt then
+  halt = 'expire'
+  redis.call('HSET', KEYS[1], 'halt', halt)
+end
+if redis.call('HLEN', KEYS[7]) == 0 then return finalize(halt) end
+return 'expiring'
+"""
+)
+
+# Start or renew a shard job's lease, keeping the batch's keys alive while it runs.
+# KEYS: jobs, then the batch keys. ARGV: job, lease ms, ttl ms. Returns 1, or 0 when the lease was taken over.
+RENEW = """
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+local t = redis.call('TIME')
+redis.call('ZADD', KEYS[1], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2]), ARGV[1])
+local status = redis.call('HGET', KEYS[2], 'status')
+if status and status ~= 'completed' and status ~= 'cancelled' and status ~= 'expired' then
+  for i = 2, #KEYS do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end
+end
+return 1
+"""
