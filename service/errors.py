@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
-from .core.errors import BatchNotFound, InvalidBatch
+from .core.errors import BatchNotFound, Conflict, InvalidBatch
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +31,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(BatchNotFound)
     async def not_found(_: Request, exc: BatchNotFound) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(Conflict)
+    async def conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
 
     @app.exception_handler(RedisError)
     async def storage_down(_: Request, exc: RedisError) -> JSONResponse:

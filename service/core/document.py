@@ -97,4 +97,5 @@ def render(
         started_at=iso(started),
         finished_at=iso(ended),
         elapsed_seconds=round((ended if ended is not None else time.time()) - created, 6),
+        retry_of=meta.get("retry_of"),
     )

@@ -7,6 +7,7 @@ Per batch (all expire `retention_seconds` after the batch finishes, and are kept
     {p}:batch:{id}:failed     zset    failed item ids, scored by index (ordered failed_ids / failed_indexes)
     {p}:batch:{id}:finished   list    item indexes in finish order (position + 1 = the item's `seq`)
     {p}:batch:{id}:ids        hash    item id -> index
+    {p}:idem:{sha256 of key}  string  an Idempotency-Key's JSON {batch_id, fingerprint} (named in the batch's meta)
 Per backend:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
     {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
@@ -21,6 +22,7 @@ Shared:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 
@@ -52,6 +54,10 @@ class Keys:
         """All keys of one batch, in the order the store's scripts expect them."""
         b = batch_id
         return [self.batch(b), self.calls(b), self.results(b), self.failed(b), self.finished(b), self.ids(b)]
+
+    def idempotency(self, key: str) -> str:
+        """The record of a caller's Idempotency-Key, by its hash: header bytes never become a key name."""
+        return f"{self.prefix}:idem:{hashlib.sha256(key.encode()).hexdigest()}"
 
     def tools(self, server: str) -> str:
         return f"{self.prefix}:tools:{server}"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from arq import ArqRedis
 
-from . import budget, shards
+from . import budget, idempotency, shards
 from .backends import Registry
 from .catalog import Catalog
 from .keys import Keys
@@ -20,6 +20,7 @@ from .limits import LeaseSemaphore, RateLimiter
 from .models import BatchDocument, BatchRequest, DryRun, DryRunItem, ItemError, ItemResult, ItemStatus
 from .precheck import Bounds, precheck
 from .references import may_reference
+from .retry import retry_request
 from .settings import Settings
 from .store import Store
 from .validation import validate_batch
@@ -51,8 +52,13 @@ class Services:
             settings.response_max_bytes_ceiling,
         )
 
-    async def submit(self, request: BatchRequest) -> str:
-        """Validate the whole batch, store it atomically, queue it, wake workers."""
+    async def submit(
+        self, request: BatchRequest, retry_of: str | None = None, idempotency_key: str | None = None
+    ) -> str:
+        """Validate the whole batch, store it atomically, queue it, wake workers.
+
+        `retry_of` (the batch retried) and `idempotency_key` (the name of its key's record) go into the batch's meta.
+        """
         concurrency = self.validate(request)
         limits = self.registry.limits({call.server for call in request.calls})
         linked = any(may_reference(call.arguments) for call in request.calls)
@@ -61,7 +67,9 @@ class Services:
         count = shards.plan(
             len(request.calls), concurrency, request.mode, linked, live, settings.max_shards, settings.shard_min_items
         )
-        batch_id = await self.store.create(request, concurrency, limits, shards=count)
+        batch_id = await self.store.create(
+            request, concurrency, limits, shards=count, retry_of=retry_of, idempotency_key=idempotency_key
+        )
         try:
             for shard in range(count):
                 job = shards.job_id(batch_id, shard)
@@ -71,6 +79,33 @@ class Services:
             raise
         await self.redis.publish(self.keys.wake_channel, batch_id)
         return batch_id
+
+    async def submit_once(
+        self, request: BatchRequest, key: str | None, retry_of: str | None = None
+    ) -> tuple[str, bool]:
+        """Submit, unless the Idempotency-Key `key` already made a batch for the same request: (batch id, created).
+
+        Validate, claim the key, store and queue, then record the batch under the key; the key is released if the
+        batch could not be stored. The same key with another request: IdempotencyConflict.
+        """
+        if key is None:
+            return await self.submit(request, retry_of), True
+        self.validate(request)
+        body = request.model_dump(mode="json") if retry_of is None else {"retry_of": retry_of}
+        held = await idempotency.claim(self.redis, self.keys, key, idempotency.fingerprint(body))
+        if held.batch_id is not None:
+            return held.batch_id, False
+        try:
+            batch_id = await self.submit(request, retry_of, idempotency_key=held.name)
+        except BaseException:
+            await idempotency.release(self.redis, held)
+            raise
+        await idempotency.complete(self.redis, held, self.keys.batch(batch_id), batch_id, self.store.retention_ms)
+        return batch_id, True
+
+    async def retry(self, batch_id: str, key: str | None = None) -> tuple[str, bool]:
+        """A new batch of the finished batch's items that did not succeed, linked by `retry_of`: (id, created)."""
+        return await self.submit_once(await retry_request(self.store, batch_id), key, retry_of=batch_id)
 
     async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
         """A page of the document that fits the batch's byte budget: no more items than the budget holds."""

@@ -129,9 +129,12 @@ class Store:
         limits: dict[str, BackendLimits] | None = None,
         batch_id: str | None = None,
         shards: int = 1,
+        retry_of: str | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing."""
         batch_id = batch_id or new_batch_id()
+        links = {"retry_of": retry_of, "idempotency_key": idempotency_key}  # meta fields written only when given
         meta, calls = self.keys.batch(batch_id), self.keys.calls(batch_id)
         specs = [
             json.dumps({"id": c.id or str(i), "server": c.server, "tool": c.tool, "arguments": c.arguments})
@@ -153,6 +156,7 @@ class Store:
                     "limits": LIMITS.dump_json(limits or {}),
                     "read_only": int(request.read_only),
                     "response_max_bytes": request.response_max_bytes or self.response_max_bytes,
+                    **{field: value for field, value in links.items() if value is not None},
                 },
             )
             ids = [(c.id or str(i), i) for i, c in enumerate(request.calls)]
