@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
-from .core.errors import Backpressure, BatchAlreadyFinished, BatchNotFound, InvalidBatch
+from .core.errors import Backpressure, BatchAlreadyFinished, BatchNotFound, Conflict, InvalidBatch
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +40,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def backpressure(_: Request, exc: Backpressure) -> JSONResponse:
         headers = {"Retry-After": str(exc.retry_after)}
         return JSONResponse({"detail": str(exc)}, status_code=429, headers=headers)
+
+    @app.exception_handler(Conflict)
+    async def conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
 
     @app.exception_handler(RedisError)
     async def storage_down(_: Request, exc: RedisError) -> JSONResponse:

@@ -108,4 +108,5 @@ def render(
         started_at=iso(started),
         finished_at=iso(end),
         elapsed_seconds=round((end if end is not None else time.time()) - created, 6),
+        retry_of=meta.get("retry_of"),
     )

@@ -4,9 +4,15 @@ MCPBatchError
  ├── ConfigError          the servers file (or an environment variable it names) is wrong: start-up stops
  ├── BatchNotFound        no batch with that id (or it expired)
  │    └── ItemNotFound     the batch has no item with that id
- ├── BatchAlreadyFinished the batch has ended, so it cannot be cancelled
  ├── Backpressure         too many items are queued or running; try again after `retry_after`
  ├── InvalidBatch         the request is malformed as a whole; `problems` lists every fault
+ ├── Conflict             the request cannot be carried out as things stand
+ │    ├── IdempotencyConflict    the Idempotency-Key was first used with a different request
+ │    ├── IdempotencyInProgress  the first request with that key is still storing its batch
+ │    ├── BatchAlreadyFinished   the batch has ended, so it cannot be cancelled
+ │    └── NotRetryable           the batch cannot be retried (the message says why)
+ │         ├── BatchNotFinished  it has not finished yet
+ │         └── NothingToRetry    every item succeeded
  └── BackendError         a backend could not be reached or broke mid-call (worker side)
       └── BackendTimeout  the backend did not answer within the call's timeout
 """
@@ -41,15 +47,6 @@ class ItemNotFound(BatchNotFound):
         self.item_id = item_id
 
 
-class BatchAlreadyFinished(MCPBatchError):
-    """The batch has ended (`status` says how); cancelling it changes nothing."""
-
-    def __init__(self, batch_id: str, status: str) -> None:
-        super().__init__(f"batch {batch_id!r} has already ended: it is {status}")
-        self.batch_id = batch_id
-        self.status = status
-
-
 class Backpressure(MCPBatchError):
     """Accepting the batch would put more items in the queue than the service takes; nothing was stored."""
 
@@ -75,6 +72,54 @@ class InvalidBatch(MCPBatchError):
     def __init__(self, problems: list[Problem]) -> None:
         super().__init__("; ".join(f"{'.'.join(map(str, p.loc))}: {p.msg}" for p in problems))
         self.problems = problems
+
+
+class Conflict(MCPBatchError):
+    """The request is well-formed but cannot be carried out as things stand; the message says why."""
+
+
+class BatchAlreadyFinished(Conflict):
+    """The batch has ended (`status` says how); cancelling it changes nothing."""
+
+    def __init__(self, batch_id: str, status: str) -> None:
+        super().__init__(f"batch {batch_id!r} has already ended: it is {status}")
+        self.batch_id = batch_id
+        self.status = status
+
+
+class IdempotencyConflict(Conflict):
+    """The Idempotency-Key was used before with a different request (which is never repeated back)."""
+
+    def __init__(self) -> None:
+        super().__init__("this Idempotency-Key was already used with a different request")
+
+
+class IdempotencyInProgress(Conflict):
+    """The first request with this Idempotency-Key has not finished storing its batch; try again shortly."""
+
+    def __init__(self) -> None:
+        super().__init__("a request with this Idempotency-Key is still in progress; try again shortly")
+
+
+class NotRetryable(Conflict):
+    """The batch cannot be retried."""
+
+
+class BatchNotFinished(NotRetryable):
+    """Only a finished batch can be retried."""
+
+    def __init__(self, batch_id: str, status: str) -> None:
+        super().__init__(f"batch {batch_id!r} is {status}: only a finished batch can be retried")
+        self.batch_id = batch_id
+        self.status = status
+
+
+class NothingToRetry(NotRetryable):
+    """Every item of the batch succeeded."""
+
+    def __init__(self, batch_id: str) -> None:
+        super().__init__(f"nothing to retry: every item of batch {batch_id!r} succeeded")
+        self.batch_id = batch_id
 
 
 class BackendError(MCPBatchError):

@@ -11,6 +11,7 @@ past the last sign of life: a submit, a finished item, a lease renewal):
     {p}:batch:{id}:inflight   hash    item index -> the shard job running it (claimed, not yet finished)
     {p}:batch:{id}:orphans    list    `index:flag` of items taken back from a stopped worker, run first
                                       (flag 1: it may have reached its backend; 0: it surely did not)
+    {p}:idem:{sha256 of key}  string  an Idempotency-Key's JSON {batch_id, fingerprint} (named in the batch's meta)
 Per backend:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
     {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
@@ -30,6 +31,7 @@ arq's own keys (its prefix, not ours): `arq:job:{job}` (the queued job) and `arq
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from arq.constants import in_progress_key_prefix, job_key_prefix
@@ -100,6 +102,10 @@ class Keys:
     @staticmethod
     def arq_in_progress(job: str) -> str:
         return in_progress_key_prefix + job
+
+    def idempotency(self, key: str) -> str:
+        """The record of a caller's Idempotency-Key, by its hash: header bytes never become a key name."""
+        return f"{self.prefix}:idem:{hashlib.sha256(key.encode()).hexdigest()}"
 
     def tools(self, server: str) -> str:
         return f"{self.prefix}:tools:{server}"

@@ -219,6 +219,9 @@ class BatchDocument(BaseModel):
     started_at: str | None
     finished_at: str | None
     elapsed_seconds: float = Field(description="From submit to finish (or to now, while it runs).")
+    retry_of: str | None = Field(
+        None, description="The batch whose unsuccessful items this one reruns (POST /v1/batches/{id}/retry)."
+    )
 
 
 class ToolInfo(BaseModel):

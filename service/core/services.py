@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from arq import ArqRedis
 
-from . import budget, shards
+from . import budget, idempotency, shards
 from .backends import Registry
 from .catalog import Catalog
 from .errors import Backpressure
@@ -21,6 +21,7 @@ from .limits import LeaseSemaphore, RateLimiter
 from .models import TERMINAL_BATCH, BatchDocument, BatchRequest, DryRun, DryRunItem, ItemError, ItemResult, ItemStatus
 from .precheck import Bounds, precheck
 from .references import may_reference
+from .retry import retry_request
 from .settings import Settings
 from .store import Store, new_batch_id
 from .validation import validate_batch
@@ -54,9 +55,12 @@ class Services:
             settings.max_call_timeout_seconds,
         )
 
-    async def submit(self, request: BatchRequest) -> str:
+    async def submit(
+        self, request: BatchRequest, retry_of: str | None = None, idempotency_key: str | None = None
+    ) -> str:
         """Validate the whole batch, store it atomically, queue its shard jobs, wake workers.
 
+        `retry_of` (the batch retried) and `idempotency_key` (the name of its key's record) go into the batch's meta.
         Backpressure: past `max_unfinished_items` nothing is stored and Backpressure (a 429) is raised."""
         concurrency = self.validate(request)
         settings = self.settings
@@ -71,7 +75,9 @@ class Services:
         )
         batch_id = new_batch_id()
         jobs = [shards.job_id(batch_id, shard) for shard in range(count)]
-        await self.store.create(request, concurrency, limits, batch_id, jobs)
+        await self.store.create(
+            request, concurrency, limits, batch_id, jobs, retry_of=retry_of, idempotency_key=idempotency_key
+        )
         try:
             for shard, job in enumerate(jobs):
                 await self.redis.enqueue_job("run_batch", batch_id, shard, _job_id=job, _queue_name=self.keys.queue)
@@ -85,6 +91,33 @@ class Services:
         """Cancel a batch (BatchAlreadyFinished when it has ended) and return its document."""
         await self.store.cancel(batch_id)
         return await self.document(batch_id, limit=0)
+
+    async def submit_once(
+        self, request: BatchRequest, key: str | None, retry_of: str | None = None
+    ) -> tuple[str, bool]:
+        """Submit, unless the Idempotency-Key `key` already made a batch for the same request: (batch id, created).
+
+        Validate, claim the key, store and queue, then record the batch under the key; the key is released if the
+        batch could not be stored. The same key with another request: IdempotencyConflict.
+        """
+        if key is None:
+            return await self.submit(request, retry_of), True
+        self.validate(request)
+        body = request.model_dump(mode="json") if retry_of is None else {"retry_of": retry_of}
+        held = await idempotency.claim(self.redis, self.keys, key, idempotency.fingerprint(body))
+        if held.batch_id is not None:
+            return held.batch_id, False
+        try:
+            batch_id = await self.submit(request, retry_of, idempotency_key=held.name)
+        except BaseException:
+            await idempotency.release(self.redis, held)
+            raise
+        await idempotency.complete(self.redis, held, self.keys.batch(batch_id), batch_id, self.store.live_ms)
+        return batch_id, True
+
+    async def retry(self, batch_id: str, key: str | None = None) -> tuple[str, bool]:
+        """A new batch of the finished batch's items that did not succeed, linked by `retry_of`: (id, created)."""
+        return await self.submit_once(await retry_request(self.store, batch_id), key, retry_of=batch_id)
 
     async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
         """A page of the document that fits the batch's byte budget: no more items than the budget holds."""

@@ -124,11 +124,14 @@ class Store:
         limits: dict[str, BackendLimits] | None = None,
         batch_id: str | None = None,
         jobs: list[str] | None = None,
+        retry_of: str | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing. `jobs` are its shard jobs,
         leased from now (a job lost before it is queued is taken over when its lease lapses)."""
         batch_id = batch_id or new_batch_id()
         jobs = jobs or []
+        links = {"retry_of": retry_of, "idempotency_key": idempotency_key}  # meta fields written only when given
         meta, calls = self.keys.batch(batch_id), self.keys.calls(batch_id)
         specs = [json.dumps(_spec(i, c)) for i, c in enumerate(request.calls)]
         now = time.time()
@@ -150,7 +153,7 @@ class Store:
         if request.deadline_seconds is not None:
             fields["deadline_at"] = repr(now + request.deadline_seconds)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(meta, mapping=fields)
+            pipe.hset(meta, mapping=fields | {f: v for f, v in links.items() if v is not None})
             ids = [(c.id or str(i), i) for i, c in enumerate(request.calls)]
             for start in range(0, len(specs), _CHUNK):
                 pipe.rpush(calls, *specs[start : start + _CHUNK])

@@ -1,33 +1,80 @@
-"""The batch routes: submit, read (optionally waiting for the end, one byte-bounded page), items, results."""
+"""The batch routes: submit (once per Idempotency-Key), retry, read (optionally waiting for the end, one byte-bounded
+page), items, results."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import AfterValidator
 
-from ..core import budget
+from ..core import budget, idempotency
 from ..core.models import BatchDocument, BatchRequest, DryRun, ItemPage, ItemStatus
+from ..core.services import Services
 from ..deps import ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["batches"])
 
 _NDJSON = "application/x-ndjson"
 
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="1-200 printable ASCII characters. The same key again with the same request answers 200 with the "
+        "batch the first one made (none is made); with a different request, 409. A key lives as long as its batch.",
+    ),
+    AfterValidator(idempotency.check_key),
+]
+_REPLAYED: dict[int | str, dict[str, Any]] = {
+    200: {"model": BatchDocument, "description": "The batch an earlier request with this Idempotency-Key made."},
+}
+_KEY_CONFLICT = "the Idempotency-Key was used with a different request, or that request is still in progress"
+
 
 @router.post(
     "/batches",
     status_code=202,
     summary="Submit a batch of MCP tool calls",
-    responses={429: {"description": "Too many unfinished items in the service; retry after `Retry-After` seconds."}},
+    responses={
+        **_REPLAYED,
+        409: {"description": f"Refused: {_KEY_CONFLICT}."},
+        429: {"description": "Too many unfinished items in the service; retry after `Retry-After` seconds."},
+    },
 )
-async def submit_batch(request: BatchRequest, services: ServicesDep, response: Response) -> BatchDocument:
+async def submit_batch(
+    request: BatchRequest, services: ServicesDep, response: Response, idempotency_key: IdempotencyKey = None
+) -> BatchDocument:
     """Validate the whole batch, store it and queue it; answers at once with the (queued) document."""
-    batch_id = await services.submit(request)
+    batch_id, created = await services.submit_once(request, idempotency_key)
+    return await _submitted(services, response, batch_id, created)
+
+
+@router.post(
+    "/batches/{batch_id}/retry",
+    status_code=202,
+    summary="A new batch of a finished batch's items that did not succeed",
+    responses={
+        **_REPLAYED,
+        404: {"description": "No such batch (or it expired)."},
+        409: {"description": f"Refused: the batch has not finished, every item succeeded, or {_KEY_CONFLICT}."},
+    },
+)
+async def retry_batch(
+    batch_id: str, services: ServicesDep, response: Response, idempotency_key: IdempotencyKey = None
+) -> BatchDocument:
+    """The items whose status is not `ok`, in order, with their ids and the batch's settings; `retry_of` links back."""
+    new_id, created = await services.retry(batch_id, idempotency_key)
+    return await _submitted(services, response, new_id, created)
+
+
+async def _submitted(services: Services, response: Response, batch_id: str, created: bool) -> BatchDocument:
     response.headers["Location"] = f"/v1/batches/{batch_id}"
+    if not created:
+        response.status_code = 200
     return await services.document(batch_id)
 
 

@@ -40,7 +40,16 @@ async def test_a_batch_runs_on_both_transports_and_aggregates_results(client: ht
         ],
     )
     assert document["ok"] is True
-    assert document["counts"] == {"total": 3, "succeeded": 3, "failed": 0, "pending": 0, "running": 0, "skipped": 0, "cancelled": 0, "expired": 0}
+    assert document["counts"] == {
+        "total": 3,
+        "succeeded": 3,
+        "failed": 0,
+        "pending": 0,
+        "running": 0,
+        "skipped": 0,
+        "cancelled": 0,
+        "expired": 0,
+    }
     items = by_id(document)
     assert items["stdio"]["content"] == [{"type": "text", "text": "hi"}]
     assert items["http"]["content"] == [{"type": "text", "text": "there"}]
