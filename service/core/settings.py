@@ -55,6 +55,11 @@ class Settings(BaseSettings):
     )
     job_timeout_seconds: int = Field(86_400, ge=1, description="Longest time one batch job may run on a worker.")
 
+    retry_base_seconds: float = Field(
+        0.2, ge=0, description="Backoff before a second attempt: up to this, doubling each attempt (full jitter)."
+    )
+    retry_max_seconds: float = Field(5.0, ge=0, description="Longest backoff between two attempts of one call.")
+
 
 @lru_cache
 def get_settings() -> Settings:
