@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -34,7 +36,10 @@ _calls: dict[str, int] = {}
 _writes: list[str] = []
 _arrivals: list[float] = []
 _in_flight = {"now": 0, "max": 0}
-_refuse = {"count": 0, "retry_after": 1.0}
+_faults: dict[str, Any] = {"count": 0, "status": 429, "retry_after": None}  # what the next tool calls answer over HTTP
+_faulted: list[float] = []  # when a call was answered with an injected status
+_wire: dict[str, int] = {}  # over stdio: the real stdout, which the SDK hides from tool code
+_CONTROL = {"refuse_next", "fail_next", "stats"}  # tools a test drives the backend with: never failed
 
 
 class Measurement(BaseModel):
@@ -107,18 +112,21 @@ async def stamp(seconds: float = 0.0) -> float:
 
 @server.tool(annotations=READ)
 def stats(reset: bool = False) -> dict[str, Any]:
-    """What this process has seen: calls per tool, writes, stamp arrivals, most stamp calls in flight at once."""
+    """What this process has seen: calls per tool, writes, stamp arrivals, most stamp calls in flight at once, and when
+    calls were answered with a status that `refuse_next` or `fail_next` asked for."""
     seen = {
         "calls": dict(_calls),
         "writes": list(_writes),
         "arrivals": list(_arrivals),
         "in_flight_max": _in_flight["max"],
+        "faulted": list(_faulted),
         "pid": os.getpid(),
     }
     if reset:
         _calls.clear()
         _writes.clear()
         _arrivals.clear()
+        _faulted.clear()
         _in_flight["max"] = _in_flight["now"]
     return seen
 
@@ -126,18 +134,34 @@ def stats(reset: bool = False) -> dict[str, Any]:
 @server.tool(annotations=READ)
 def refuse_next(count: int = 1, retry_after: float = 1.0) -> str:
     """Over HTTP: answer the next `count` tool calls with 429 and this Retry-After (a backend's own rate limit)."""
-    _refuse.update(count=count, retry_after=retry_after)
+    _faults.update(count=count, status=429, retry_after=retry_after)
     return f"refusing the next {count} calls"
 
 
-class RefuseCalls:
-    """ASGI middleware: the 429s that `refuse_next` asks for, before the MCP app sees the request."""
+@server.tool(annotations=READ)
+def fail_next(count: int = 1, status: int = 500) -> str:
+    """Over HTTP: answer the next `count` tool calls with this HTTP status (a backend failing for a moment)."""
+    _faults.update(count=count, status=status, retry_after=None)
+    return f"failing the next {count} calls with HTTP {status}"
+
+
+def _called_tool(body: bytes) -> str | None:
+    """The tool a JSON-RPC request body calls, if it is a tools/call."""
+    try:
+        message = json.loads(body)
+        return str(message["params"]["name"]) if message.get("method") == "tools/call" else None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+class FailCalls:
+    """ASGI middleware: the statuses that `refuse_next` and `fail_next` ask for, before the MCP app sees the call."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or _refuse["count"] <= 0:
+        if scope["type"] != "http" or scope["method"] != "POST" or _faults["count"] <= 0:
             await self.app(scope, receive, send)
             return
         body, more = b"", True
@@ -145,10 +169,14 @@ class RefuseCalls:
             message = await receive()
             body += message.get("body", b"")
             more = message.get("more_body", False)
-        if b'"tools/call"' in body and b"refuse_next" not in body and _refuse["count"] > 0:
-            _refuse["count"] -= 1
-            headers = {"Retry-After": f"{_refuse['retry_after']:g}"}
-            await PlainTextResponse("slow down", status_code=429, headers=headers)(scope, receive, send)
+        tool = _called_tool(body)
+        if tool is not None and tool not in _CONTROL and _faults["count"] > 0:
+            _faults["count"] -= 1
+            _faulted.append(time.time())
+            retry_after = _faults["retry_after"]
+            headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else None
+            answer = PlainTextResponse(f"injected HTTP {_faults['status']}", _faults["status"], headers)
+            await answer(scope, receive, send)
             return
         replayed = False
 
@@ -178,9 +206,24 @@ class RequireToken:
 
 
 @server.tool(annotations=READ)
-def crash(exit_code: int = 1) -> str:
-    """Kill this server process at once, mid-call (a backend that dies)."""
+def crash(exit_code: int = 1, once: str = "") -> str:
+    """Kill this server process at once, mid-call (a backend that dies). With `once` (a file path), only when that
+    file does not exist yet, creating it: the call a retry repeats finds a healthy backend."""
+    if once:
+        marker = Path(once)
+        if marker.exists():
+            return "still alive"
+        marker.touch()
     os._exit(exit_code)
+
+
+@server.tool(annotations=READ)
+def garble(text: str = "this line is not JSON-RPC", binary: bool = False) -> str:
+    """Over stdio: write a garbage line on the real stdout, between the server's own messages, and keep serving.
+    With `binary`, the line is not even UTF-8."""
+    line = b"\xff\xfe\x00garbage\n" if binary else text.replace("\n", " ").encode() + b"\n"
+    os.write(_wire.get("stdout", 1), line)
+    return "garbled"
 
 
 @server.tool(annotations=READ)
@@ -200,11 +243,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9100)
     parser.add_argument("--require-token", metavar="TOKEN", help="over HTTP: answer 401 unless `Bearer TOKEN` is sent")
+    parser.add_argument(
+        "--garbage-stdout", action="store_true", help="over stdio: print a banner (not JSON-RPC) before serving"
+    )
     args = parser.parse_args(argv)
     if args.transport == "stdio":
+        if args.garbage_stdout:
+            print("mcp-batch demo backend starting up", flush=True)
+        _wire["stdout"] = os.dup(1)  # the SDK points fd 1 at stderr while it serves; `garble` writes here
         server.run("stdio")
     else:
-        app: ASGIApp = RefuseCalls(server.streamable_http_app(host=args.host))
+        app: ASGIApp = FailCalls(server.streamable_http_app(host=args.host))
         if args.require_token:
             app = RequireToken(app, args.require_token)
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

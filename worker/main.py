@@ -63,6 +63,8 @@ async def startup(ctx: dict[str, Any]) -> None:
         settings.limit_max_wait_seconds,
         settings.max_attempts,
         Bounds(settings.max_argument_bytes, settings.max_argument_depth),
+        settings.retry_base_seconds,
+        settings.retry_max_seconds,
     )
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}"
     ctx["recovery"] = asyncio.create_task(recover_forever(ctx), name="recovery")

@@ -2,13 +2,19 @@
 
 Each session is owned by its own task, which enters and leaves the SDK client's context (anyio requires both in
 one task); items on any task call through it concurrently. A call that finds the session dead (the stdio process
-exited, the HTTP server went away) fails with a terminal error and the next call opens a fresh session.
+exited, the HTTP server went away) fails and the next call opens a fresh session.
+
+A transient failure (the connection broke, HTTP 5xx, 429) of a read-only or idempotent tool is sent again, up to
+`max_attempts` sends, after an exponential backoff with full jitter (and, for a 429, no sooner than its Retry-After).
+A timeout, the tool's own error, a protocol error or another 4xx is final at once, as is any failure of a tool that
+may change something.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -102,8 +108,8 @@ class BackendSession:
     async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
         """Call a tool; BackendTimeout past `timeout`, BackendError when the session broke."""
         client = self.client
-        if client is None:
-            raise BackendError(f"session to {self.name!r} is closed")
+        if client is None:  # another call broke it since this one was handed the session
+            raise BackendError(f"session to {self.name!r} is closed", transient=True)
         outcome = HttpOutcome()
         token = http_outcome.set(outcome)
         try:
@@ -115,17 +121,18 @@ class BackendSession:
         except MCPError as exc:
             if exc.error.code == CONNECTION_CLOSED:
                 await self.close()
-                raise BackendError(f"connection to {self.name!r} closed during the call") from None
+                raise BackendError(f"connection to {self.name!r} closed during the call", transient=True) from None
             if outcome.status == 429:
                 raise BackendThrottled(f"{self.name!r} refused the call (HTTP 429)", outcome.retry_after) from None
             if outcome.status in (401, 403):
                 raise BackendUnauthenticated(f"{self.name!r} refused the credentials (HTTP {outcome.status})") from None
-            if outcome.status is not None:
-                raise BackendError(f"{self.name!r} answered HTTP {outcome.status}") from None
+            if outcome.status is not None:  # a 5xx is the backend's trouble of the moment; another 4xx is the call's
+                status = outcome.status
+                raise BackendError(f"{self.name!r} answered HTTP {status}", transient=status >= 500) from None
             raise BackendError(f"{self.name!r} answered {tool!r} with protocol error {exc.error.code}") from None
         except (OSError, EOFError, ConnectionError, BaseExceptionGroup) as exc:
             await self.close()
-            raise BackendError(f"connection to {self.name!r} failed: {type(exc).__name__}") from None
+            raise BackendError(f"connection to {self.name!r} failed: {type(exc).__name__}", transient=True) from None
         finally:
             http_outcome.reset(token)
 
@@ -134,7 +141,10 @@ class BackendSession:
         if client is None:
             return False
         try:
-            await asyncio.wait_for(client.send_ping(), timeout)
+            async with asyncio.timeout(timeout):
+                await client.send_ping()
+        except MCPError:
+            return True  # it answered, if only to say it has no ping: alive
         except Exception:
             return False
         return True
@@ -153,6 +163,8 @@ class SessionPool:
         max_limit_wait: float,
         max_attempts: int,
         bounds: Bounds,
+        retry_base: float = 0.2,
+        retry_max: float = 5.0,
     ) -> None:
         self.registry = registry
         self.bounds = bounds
@@ -160,6 +172,8 @@ class SessionPool:
         self.gate = gate
         self.max_limit_wait = max_limit_wait
         self.max_attempts = max_attempts
+        self.retry_base = retry_base
+        self.retry_max = retry_max
         self.connect_timeout = connect_timeout
         self.default_timeout = default_timeout
         self._sessions: dict[str, BackendSession] = {}
@@ -225,6 +239,32 @@ def _error(code: str, message: str, type_: str, **details: Any) -> dict[str, Any
     return {"code": code, "message": message, "type": type_, "details": details or None}
 
 
+def backoff(attempts: int, base: float, cap: float) -> float:
+    """The pause after `attempts` failed sends: full jitter, uniform up to an exponential step, so the calls a broken
+    backend failed together do not all come back together."""
+    return random.uniform(0, min(cap, base * 2 ** (attempts - 1)))
+
+
+def _failure(exc: BackendError, attempts: int) -> dict[str, Any]:
+    """The error record of a failed call; a transient failure says how many sends it took."""
+    if isinstance(exc, BackendThrottled):
+        return _error(exc.code, str(exc), "rate_limit", retry_after=exc.retry_after, attempts=attempts)
+    if exc.transient:
+        return _error(exc.code, str(exc), "backend", attempts=attempts)
+    return _error(exc.code, str(exc), "backend")
+
+
+async def _open(pool: SessionPool, server: str) -> BackendSession | dict[str, Any]:
+    """The live session for `server`, or the error record saying why none could be opened."""
+    try:
+        return await pool.session(server)
+    except BackendUnauthenticated as exc:  # the credentials, not the backend's health: say so
+        return _error(exc.code, str(exc), "backend")
+    except Exception as exc:
+        msg = f"could not open a session to {server!r}: {type(exc).__name__}"
+        return _error("backend_unavailable", msg, "backend")
+
+
 async def run_call(
     pool: SessionPool,
     claim: Claim,
@@ -248,13 +288,9 @@ async def run_call(
     refusal = check_call(claim.server, claim.tool, claim.arguments, pool.registry.get(claim.server), pool.bounds)
     if refusal is not None:
         return done(refusal.status, error=refusal.error())
-    try:
-        session = await pool.session(claim.server)
-    except BackendUnauthenticated as exc:  # the credentials, not the backend's health: say so
-        return done(ItemStatus.error, error=_error(exc.code, str(exc), "backend"))
-    except Exception as exc:
-        msg = f"could not open a session to {claim.server!r}: {type(exc).__name__}"
-        return done(ItemStatus.error, error=_error("backend_unavailable", msg, "backend"))
+    session = await _open(pool, claim.server)
+    if isinstance(session, dict):
+        return done(ItemStatus.error, error=session)
     refusal = check_tool(claim.server, claim.tool, claim.arguments, session.backend, session.tools, read_only)
     if refusal is not None:
         return done(refusal.status, error=refusal.error())
@@ -271,12 +307,12 @@ async def run_call(
             return done(ItemStatus.interrupted, error=_error("interrupted", msg, "batch"))
     record["attempts"], record["rate_wait_seconds"] = 0, 0.0
     while True:
-        record["attempts"] += 1
         try:
             async with pool.gate.admit(
                 claim.server, session.backend, pool.max_limit_wait, timeout + _LEASE_MARGIN
             ) as gate:
                 record["rate_wait_seconds"] = round(record["rate_wait_seconds"] + gate.waited, 6)
+                record["attempts"] += 1  # counted when sent: a call the gate turns away was never sent
                 clock = time.monotonic()  # elapsed_seconds is the backend call alone
                 if dispatched is not None:
                     dispatched()
@@ -284,15 +320,19 @@ async def run_call(
         except LimitWait as exc:
             details = {"wait_seconds": round(exc.wait, 3), "max_wait_seconds": pool.max_limit_wait}
             return done(ItemStatus.error, error=_error("rate_limited", str(exc), "rate_limit", **details))
-        except BackendThrottled as exc:
-            await pool.gate.refused(claim.server, exc.retry_after or _DEFAULT_PAUSE)
-            if retryable and record["attempts"] < pool.max_attempts:
-                continue
-            return done(ItemStatus.error, error=_error(exc.code, str(exc), "rate_limit", retry_after=exc.retry_after))
-        except BackendTimeout as exc:
+        except BackendTimeout as exc:  # never repeated: a slow backend given the call again gets twice the load
             return done(ItemStatus.timeout, error=_error(exc.code, str(exc), "timeout", timeout_seconds=timeout))
         except BackendError as exc:
-            return done(ItemStatus.error, error=_error(exc.code, str(exc), "backend"))
+            if isinstance(exc, BackendThrottled):  # every worker holds back; the gate keeps this call out until then
+                await pool.gate.refused(claim.server, exc.retry_after or _DEFAULT_PAUSE)
+            if not (exc.transient and retryable and record["attempts"] < pool.max_attempts):
+                return done(ItemStatus.error, error=_failure(exc, record["attempts"]))
+            await asyncio.sleep(backoff(record["attempts"], pool.retry_base, pool.retry_max))
+            reopened = await _open(pool, claim.server)  # a broken session was closed: this opens a fresh one
+            if isinstance(reopened, dict):
+                return done(ItemStatus.error, error={**reopened, "details": {"attempts": record["attempts"]}})
+            session = reopened
+            continue
         break
     content = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
     fields = {"content": content, "structured_content": result.structured_content, "is_error": result.is_error}

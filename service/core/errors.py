@@ -1,20 +1,23 @@
 """The exceptions core code raises; only the HTTP layer turns them into status codes.
 
 MCPBatchError
- ├── ConfigError          the servers file (or an environment variable it names) is wrong: start-up stops
- ├── BatchNotFound        no batch with that id (or it expired)
- │    └── ItemNotFound     the batch has no item with that id
- ├── Backpressure         too many items are queued or running; try again after `retry_after`
- ├── InvalidBatch         the request is malformed as a whole; `problems` lists every fault
- ├── Conflict             the request cannot be carried out as things stand
- │    ├── IdempotencyConflict    the Idempotency-Key was first used with a different request
- │    ├── IdempotencyInProgress  the first request with that key is still storing its batch
- │    ├── BatchAlreadyFinished   the batch has ended, so it cannot be cancelled
- │    └── NotRetryable           the batch cannot be retried (the message says why)
- │         ├── BatchNotFinished  it has not finished yet
- │         └── NothingToRetry    every item succeeded
- └── BackendError         a backend could not be reached or broke mid-call (worker side)
-      └── BackendTimeout  the backend did not answer within the call's timeout
+ ├── ConfigError                  the servers file (or an environment variable it names) is wrong: start-up stops
+ ├── BatchNotFound                no batch with that id (or it expired)
+ │    └── ItemNotFound            the batch has no item with that id
+ ├── Backpressure                 too many items are queued or running; try again after `retry_after`
+ ├── InvalidBatch                 the request is malformed as a whole; `problems` lists every fault
+ ├── Conflict                     the request cannot be carried out as things stand
+ │    ├── IdempotencyConflict     the Idempotency-Key was first used with a different request
+ │    ├── IdempotencyInProgress   the first request with that key is still storing its batch
+ │    ├── BatchAlreadyFinished    the batch has ended, so it cannot be cancelled
+ │    └── NotRetryable            the batch cannot be retried (the message says why)
+ │         ├── BatchNotFinished   it has not finished yet
+ │         └── NothingToRetry     every item succeeded
+ └── BackendError                 a backend could not be reached or broke mid-call (worker side); `transient` when
+      │                           the same call may well succeed if sent again (the connection broke, HTTP 5xx)
+      ├── BackendTimeout          the backend did not answer within the call's timeout (never transient)
+      ├── BackendThrottled        the backend answered 429 (always transient)
+      └── BackendUnauthenticated  a streamable-HTTP backend refused the credentials (never transient)
 """
 
 from __future__ import annotations
@@ -123,9 +126,18 @@ class NothingToRetry(NotRetryable):
 
 
 class BackendError(MCPBatchError):
-    """A backend failed outside the tool's own answer (unreachable, crashed, protocol error)."""
+    """A backend failed outside the tool's own answer (unreachable, crashed, protocol error).
+
+    `transient` marks a failure of the moment (the connection broke, HTTP 5xx, 429): a read-only or idempotent call
+    may be sent again. A timeout, a protocol error or any other 4xx is not: repeating it would fail the same way or
+    double the load.
+    """
 
     code = "backend_error"
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class BackendTimeout(BackendError):
@@ -140,7 +152,7 @@ class BackendThrottled(BackendError):
     code = "backend_rate_limited"
 
     def __init__(self, message: str, retry_after: float | None) -> None:
-        super().__init__(message)
+        super().__init__(message, transient=True)
         self.retry_after = retry_after
 
 

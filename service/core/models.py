@@ -136,7 +136,7 @@ class ItemResult(BaseModel):
     queued_seconds: float | None = Field(None, description="From submit to dispatch.")
     truncated: bool = Field(False, description="This copy of the item was shrunk to fit the response budget.")
     truncated_bytes: int = Field(0, description="Bytes removed from this copy (the stored item is whole).")
-    attempts: int | None = Field(None, description="Times the call was sent (a backend's 429 may be retried).")
+    attempts: int | None = Field(None, description="Times the call was sent (transient failures may be retried).")
     rate_wait_seconds: float | None = Field(
         None, description="Time spent waiting for the backend's concurrency lease and rate-limit slot."
     )

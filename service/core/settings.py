@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     limiter: Literal["redis", "local"] = Field(
         "redis", description="`redis`: backend limits hold across all workers; `local`: per process (comparison only)."
     )
-    max_attempts: int = Field(3, ge=1, description="Tries of a read-only or idempotent call the backend refused.")
+    max_attempts: int = Field(3, ge=1, description="Most sends of a read-only call failing transiently.")
 
     max_shards: int = Field(16, ge=1, description="Most shards (arq jobs) one batch is split into across workers.")
     shard_min_items: int = Field(50, ge=1, description="Fewest items per shard: small batches stay in one job.")
@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     cancel_grace_seconds: float = Field(
         5.0, ge=0, description="After a cancel, how long in-flight calls may finish before they are cut."
     )
+
+    retry_base_seconds: float = Field(
+        0.2, ge=0, description="Backoff before a second attempt: up to this, doubling each attempt (full jitter)."
+    )
+    retry_max_seconds: float = Field(5.0, ge=0, description="Longest backoff between two attempts of one call.")
 
 
 @lru_cache

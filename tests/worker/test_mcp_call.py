@@ -32,14 +32,19 @@ async def test_a_stdio_backend_that_crashes_fails_its_items_and_is_reopened(clie
     items = by_id(document)
     assert items["before"]["status"] == "ok"
     assert items["crash"]["status"] == "error" and items["crash"]["error"]["code"] == "backend_error"
+    # `crash` is read-only, so it was sent again, to a fresh process each time, until max_attempts
+    assert items["crash"]["attempts"] == 3 and items["crash"]["error"]["details"] == {"attempts": 3}
     assert items["after"]["status"] == "ok" and items["after"]["content"][0]["text"] == "back"
 
 
-async def test_items_in_flight_when_the_backend_dies_get_an_error(client: httpx.AsyncClient) -> None:
+async def test_items_in_flight_when_the_backend_dies_get_an_error(settings: Settings) -> None:
     calls = [{"id": f"slow{i}", "server": "demo", "tool": "sleep", "arguments": {"seconds": 20}} for i in range(3)]
     calls.append({"id": "crash", "server": "demo", "tool": "crash"})
-    document = await run_batch(client, calls, max_concurrency=4)
+    no_retries = settings.model_copy(update={"max_attempts": 1})  # retried calls: tests/worker/test_retries.py
+    async with running_service(no_retries) as service, httpx.AsyncClient(base_url=service.base_url) as client:
+        document = await run_batch(client, calls, max_concurrency=4)
     assert {i["status"] for i in document["results"]} == {"error"}
+    assert {i["attempts"] for i in document["results"]} == {1}
     assert all(i["elapsed_seconds"] < 15 for i in document["results"])  # failed at the crash, not at the end
 
 
