@@ -37,6 +37,7 @@ _writes: list[str] = []
 _arrivals: list[float] = []
 _in_flight = {"now": 0, "max": 0}
 _faults: dict[str, Any] = {"count": 0, "status": 429, "retry_after": None}  # what the next tool calls answer over HTTP
+_tallies: dict[str, int] = {}  # invocations per key of `tally` / `tally_write`, so tests see what ran twice
 _faulted: list[float] = []  # when a call was answered with an injected status
 _wire: dict[str, int] = {}  # over stdio: the real stdout, which the SDK hides from tool code
 _CONTROL = {"refuse_next", "fail_next", "stats"}  # tools a test drives the backend with: never failed
@@ -111,6 +112,22 @@ async def stamp(seconds: float = 0.0) -> float:
 
 
 @server.tool(annotations=READ)
+async def tally(key: str, seconds: float = 0.0) -> str:
+    """A read: count this key's invocations (see `stats`), taking `seconds`."""
+    _tallies[key] = _tallies.get(key, 0) + 1
+    await asyncio.sleep(seconds)
+    return key
+
+
+@server.tool(annotations=WRITE)
+async def tally_write(key: str, seconds: float = 0.0) -> str:
+    """A write (not idempotent): count this key's invocations (see `stats`), taking `seconds`."""
+    _tallies[key] = _tallies.get(key, 0) + 1
+    await asyncio.sleep(seconds)
+    return key
+
+
+@server.tool(annotations=READ)
 def stats(reset: bool = False) -> dict[str, Any]:
     """What this process has seen: calls per tool, writes, stamp arrivals, most stamp calls in flight at once, and when
     calls were answered with a status that `refuse_next` or `fail_next` asked for."""
@@ -120,6 +137,7 @@ def stats(reset: bool = False) -> dict[str, Any]:
         "arrivals": list(_arrivals),
         "in_flight_max": _in_flight["max"],
         "faulted": list(_faulted),
+        "tallies": dict(_tallies),
         "pid": os.getpid(),
     }
     if reset:
@@ -127,6 +145,7 @@ def stats(reset: bool = False) -> dict[str, Any]:
         _writes.clear()
         _arrivals.clear()
         _faulted.clear()
+        _tallies.clear()
         _in_flight["max"] = _in_flight["now"]
     return seen
 

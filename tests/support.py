@@ -22,6 +22,8 @@ from service.app import create_app
 from service.core.settings import Settings
 from worker.main import Worker, create_worker
 
+TERMINAL = {"completed", "cancelled", "expired"}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -74,31 +76,40 @@ def start_http_backend(timeout: float = 30.0, extra_args: Sequence[str] = ()) ->
 class ServiceHandle:
     base_url: str
     settings: Settings
-    worker: Worker
+    worker: Worker | None
 
 
 @asynccontextmanager
-async def running_service(settings: Settings) -> AsyncIterator[ServiceHandle]:
-    """The API on a real port and one arq worker, both in this event loop; stopped on exit."""
+async def running_api(settings: Settings) -> AsyncIterator[str]:
+    """The API alone on a real port, in this event loop (workers run elsewhere); its base URL."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
     api_task = asyncio.create_task(server.serve())
-    worker = create_worker(settings, handle_signals=False)
-    worker_task = asyncio.create_task(worker.async_run())
     try:
         async with asyncio.timeout(20):
             while not server.started:
                 if api_task.done():
                     api_task.result()
                 await asyncio.sleep(0.01)  # uvicorn offers no start event to await
-        yield ServiceHandle(f"http://127.0.0.1:{port}", settings, worker)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        worker_task.cancel()
-        with suppress(asyncio.CancelledError):
-            await worker_task
-        await worker.close()
         await api_task
+
+
+@asynccontextmanager
+async def running_service(settings: Settings) -> AsyncIterator[ServiceHandle]:
+    """The API on a real port and one arq worker, both in this event loop; stopped on exit."""
+    async with running_api(settings) as base_url:
+        worker = create_worker(settings, handle_signals=False)
+        worker_task = asyncio.create_task(worker.async_run())
+        try:
+            yield ServiceHandle(base_url, settings, worker)
+        finally:
+            worker_task.cancel()
+            with suppress(asyncio.CancelledError):
+                await worker_task
+            await worker.close()
 
 
 async def submit(client: httpx.AsyncClient, calls: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
@@ -116,7 +127,7 @@ async def finished(client: httpx.AsyncClient, batch_id: str, timeout: float = 60
             response = await client.get(f"/v1/batches/{batch_id}", params={"wait": 30})
             assert response.status_code == 200, response.text
             document: dict[str, Any] = response.json()
-            if document["status"] == "completed":
+            if document["status"] in TERMINAL:
                 return document
 
 
@@ -127,6 +138,24 @@ async def run_batch(client: httpx.AsyncClient, calls: list[dict[str, Any]], **op
 
 def by_id(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {item["id"]: item for item in document["results"]}
+
+
+async def all_results(client: httpx.AsyncClient, batch_id: str) -> list[dict[str, Any]]:
+    """Every item of a batch in index order, page by page."""
+    items: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        response = await client.get(f"/v1/batches/{batch_id}", params={"offset": offset, "limit": 1000})
+        assert response.status_code == 200, response.text
+        page = response.json()
+        items += page["results"]
+        offset = page["next_offset"]
+    return items
+
+
+def worker_id(proc: subprocess.Popen[bytes]) -> str:
+    """The worker id a worker process records on the items it runs."""
+    return f"{socket.gethostname()}:{proc.pid}"
 
 
 @contextmanager

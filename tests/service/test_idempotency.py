@@ -113,6 +113,7 @@ async def test_the_key_lives_as_long_as_its_batch(
     client: httpx.AsyncClient, redis: aioredis.Redis, service: ServiceHandle
 ) -> None:
     batch_id = (await post(client, "k")).json()["id"]
+    await finished(client, batch_id)  # while it runs both live on; once it ends, both expire after its retention
     [name] = await idem_keys(redis)
     assert name.decode() == Keys().idempotency("k")
     assert await redis.hget(f"mcpb:batch:{batch_id}", "idempotency_key") == name

@@ -10,10 +10,11 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
+from service.core import shards
 from service.core.keys import Keys
 from service.core.models import BatchRequest
 from service.core.retry import retry_request
-from service.core.store import Store
+from service.core.store import Store, new_batch_id
 from tests.support import by_id, finished, run_batch, submit
 
 pytestmark = pytest.mark.timeout(90)
@@ -131,13 +132,15 @@ def many(n: int) -> BatchRequest:
 
 async def test_retry_of_ten_thousand_items_picks_the_ones_that_did_not_succeed(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
-    batch_id = await store.create(many(10_000), 16)
+    batch_id = new_batch_id()
+    job = shards.job_id(batch_id, 0)
+    await store.create(many(10_000), 16, batch_id=batch_id, jobs=[job])
     statuses = {3: "error", 5: "skipped", 7: "timeout"}  # by index % 10; the rest ok
     for _ in range(10):
-        claims = await asyncio.gather(*(store.advance(batch_id, "w", None, want_next=True) for _ in range(1_000)))
+        claims = await asyncio.gather(*(store.advance(batch_id, job, None, want_next=True) for _ in range(1_000)))
         await asyncio.gather(
             *(
-                store.advance(batch_id, "w", (c, {"status": statuses.get(c.index % 10, "ok")}), want_next=False)
+                store.advance(batch_id, job, (c, {"status": statuses.get(c.index % 10, "ok")}), want_next=False)
                 for c in claims
                 if c is not None
             )

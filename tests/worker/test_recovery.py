@@ -1,0 +1,154 @@
+"""Crash recovery with real worker processes: a worker killed with SIGKILL mid-batch, and one stopped with SIGTERM.
+
+The backend counts the invocations of every item (`tally` is read-only, `tally_write` is a write), so each test
+can say item by item what ran, what ran twice, and that no write ran twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+
+from service.core.keys import Keys
+from service.core.settings import Settings
+from tests.support import (
+    HttpBackendProcess,
+    all_results,
+    call_backend,
+    finished,
+    live_workers,
+    running_api,
+    submit,
+    worker_id,
+    worker_processes,
+)
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+
+@pytest.fixture
+def servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[str, Any]:
+    servers["counted"] = {"url": fresh_backend.url}
+    return servers
+
+
+@pytest.fixture
+async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """The API alone: every worker of these tests is a real process the test can kill."""
+    async with running_api(settings) as base_url, httpx.AsyncClient(base_url=base_url, timeout=90) as http:
+        yield http
+
+
+def tallies(n: int, seconds: float, prefix: str = "") -> list[dict[str, Any]]:
+    """`n` calls alternating a read and a write, each with its own key (= its id)."""
+    tools = ["tally", "tally_write"]
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "server": "counted",
+            "tool": tools[i % 2],
+            "arguments": {"key": f"{prefix}{i}", "seconds": seconds},
+        }
+        for i in range(n)
+    ]
+
+
+async def finished_by(redis: aioredis.Redis, batch_id: str, worker: str) -> int:
+    """How many of the batch's items this worker has finished."""
+    records = await redis.hvals(Keys().results(batch_id))
+    return sum(json.loads(r).get("worker") == worker for r in records)
+
+
+async def wait_until_finished_by(redis: aioredis.Redis, batch_id: str, worker: str, count: int) -> None:
+    async with asyncio.timeout(30):
+        while await finished_by(redis, batch_id, worker) < count:  # noqa: ASYNC110 - progress is only in Redis
+            await asyncio.sleep(0.05)
+
+
+async def test_a_batch_survives_a_worker_killed_mid_batch_and_repeats_no_write(
+    api: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis, fresh_backend: HttpBackendProcess, tmp_path: Path
+) -> None:
+    settings = settings.model_copy(update={"lease_seconds": 2.0, "sweep_seconds": 0.2})
+    with worker_processes(settings, 2, tmp_path) as (victim, survivor):
+        await live_workers(redis, 2)
+        batch_id = (await submit(api, tallies(1000, 0.05), max_concurrency=24, read_only=False))["id"]
+        await wait_until_finished_by(redis, batch_id, worker_id(victim), 60)
+        victim.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        document = await finished(api, batch_id, timeout=60)
+    items = await all_results(api, batch_id)
+    counts = (await call_backend(fresh_backend.url, "stats"))["tallies"]
+    assert document["status"] == "completed" and document["counts"]["total"] == 1000
+    indexes = await redis.lrange(Keys().finished(batch_id), 0, -1)
+    assert len(indexes) == 1000 and len(set(indexes)) == 1000  # every item finished exactly once
+    recovered = [item for item in items if item["recovered"]]
+    assert recovered, "the kill left nothing in flight"
+    for item in items:
+        ran = counts.get(item["id"], 0)
+        if item["tool"] == "tally_write":
+            assert ran <= 1, item  # a write is never repeated
+            if item["recovered"]:
+                assert item["status"] == "interrupted" and item["error"]["code"] == "interrupted"
+            else:
+                assert item["status"] == "ok" and ran == 1, item
+        else:
+            assert item["status"] == "ok", item
+            assert ran in ((1, 2) if item["recovered"] else (1,)), item  # run again only if it was in flight
+    assert all(item["worker"] != worker_id(victim) for item in recovered)
+    assert worker_id(survivor) in {item["worker"] for item in recovered}
+    print(f"completed {time.time() - killed_at:.1f}s after the kill; {len(recovered)} items recovered")
+
+
+async def test_sigterm_lets_calls_in_flight_finish_and_hands_the_rest_back_at_once(
+    api: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis, fresh_backend: HttpBackendProcess, tmp_path: Path
+) -> None:
+    # A lease far longer than the test: the rest can only move on because it was handed back.
+    settings = settings.model_copy(update={"lease_seconds": 600.0, "shutdown_grace_seconds": 10.0})
+    with worker_processes(settings, 2, tmp_path) as (victim, _):
+        await live_workers(redis, 2)
+        batch_id = (await submit(api, tallies(200, 0.1), max_concurrency=12, read_only=False))["id"]
+        await wait_until_finished_by(redis, batch_id, worker_id(victim), 10)
+        victim.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(victim.wait, 15) == 0  # stopped by itself, cleanly, within the grace
+        document = await finished(api, batch_id, timeout=60)
+    items = await all_results(api, batch_id)
+    counts = (await call_backend(fresh_backend.url, "stats"))["tallies"]
+    assert document["status"] == "completed" and document["ok"] is True
+    assert all(item["status"] == "ok" and not item["recovered"] for item in items)
+    assert all(counts[item["id"]] == 1 for item in items)  # nothing ran twice, nothing was cut
+
+
+async def test_sigterm_cuts_calls_past_the_grace_and_only_reads_run_again(
+    api: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis, fresh_backend: HttpBackendProcess, tmp_path: Path
+) -> None:
+    settings = settings.model_copy(update={"lease_seconds": 600.0, "shutdown_grace_seconds": 0.5})
+    calls = [
+        {"id": "read", "server": "counted", "tool": "tally", "arguments": {"key": "read", "seconds": 3}},
+        {"id": "write", "server": "counted", "tool": "tally_write", "arguments": {"key": "write", "seconds": 3}},
+    ]
+    (tmp_path / "first").mkdir()
+    with worker_processes(settings, 1, tmp_path / "first") as (victim,):
+        batch_id = (await submit(api, calls, read_only=False))["id"]
+        async with asyncio.timeout(30):
+            while len((await call_backend(fresh_backend.url, "stats"))["tallies"]) < 2:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)  # both calls have reached the backend: only it can tell
+        victim.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(victim.wait, 15) == 0
+    (tmp_path / "second").mkdir()
+    with worker_processes(settings, 1, tmp_path / "second"):
+        document = await finished(api, batch_id, timeout=60)
+    items = {item["id"]: item for item in await all_results(api, batch_id)}
+    counts = (await call_backend(fresh_backend.url, "stats"))["tallies"]
+    assert document["status"] == "completed"
+    assert items["read"]["status"] == "ok" and items["read"]["recovered"] and counts["read"] == 2
+    assert items["write"]["status"] == "interrupted" and counts["write"] == 1
+    assert "not run again" in items["write"]["error"]["message"]
