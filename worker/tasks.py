@@ -149,7 +149,7 @@ async def _lane(
             lane.dispatched = True
 
         try:
-            async with asyncio.timeout(run.when(lane)) as timeout:
+            async with asyncio.timeout_at(run.when(lane)) as timeout:
                 lane.timeout = timeout
                 record = await _run_item(pool, references, claim, worker_id, run.meta.read_only, dispatched)
         except TimeoutError:
