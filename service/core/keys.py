@@ -20,6 +20,7 @@ Shared:
     {p}:jobs                  zset    shard job id -> its lease expiry (ms, Redis clock); lapsed ones are taken over
     {p}:deadlines             zset    batch id -> its deadline (ms), for batches that set one
     {p}:unfinished            string  items of unfinished batches not yet finished (backpressure)
+    {p}:webhooks              zset    batch id -> when its completion webhook is next due (ms; 0: now)
     {p}:workers               zset    worker id -> its last heartbeat (ms); live workers decide how a batch is sharded
     {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)
     {p}:events:done           channel a batch id, published once when that batch reaches a terminal status
@@ -94,6 +95,10 @@ class Keys:
     @property
     def unfinished(self) -> str:
         return f"{self.prefix}:unfinished"
+
+    @property
+    def webhooks(self) -> str:
+        return f"{self.prefix}:webhooks"
 
     @staticmethod
     def arq_job(job: str) -> str:

@@ -12,15 +12,20 @@ never run then take the matching status (skipped, cancelled, expired), and the b
 from __future__ import annotations
 
 # KEYS: 1 meta, 2 calls, 3 results, 4 failed, 5 finished, 6 ids, 7 inflight, 8 orphans, 9 jobs, 10 unfinished,
-#       11 deadlines.  ARGV: 1 now, 2 done channel, 3 batch id, then each script's own.
+#       11 deadlines, 12 webhooks.  ARGV: 1 now, 2 done channel, 3 batch id, then each script's own.
+# The meta hash may name two more keys of the batch's own: `idempotency_key` (expires with the batch) and
+# `tenant_unfinished` (its tenant's count of unfinished items).
 _COMMON = """
 local TERMINAL = {completed = true, cancelled = true, expired = true}
 local function finalize(halt)
   local final = 'completed'
   if halt == 'cancel' then final = 'cancelled' elseif halt == 'expire' then final = 'expired' end
-  local m = redis.call('HMGET', KEYS[1], 'total', 'finished', 'retention', 'idempotency_key')
+  local m = redis.call('HMGET', KEYS[1], 'total', 'finished', 'retention', 'idempotency_key', 'tenant_unfinished',
+    'webhook_url')
   redis.call('HSET', KEYS[1], 'status', final, 'finished_at', ARGV[1])
   redis.call('DECRBY', KEYS[10], tonumber(m[1]) - tonumber(m[2]))
+  if m[5] then redis.call('DECRBY', m[5], tonumber(m[1]) - tonumber(m[2])) end
+  if m[6] then redis.call('ZADD', KEYS[12], 0, ARGV[3]) end
   redis.call('ZREM', KEYS[11], ARGV[3])
   redis.call('DEL', KEYS[7], KEYS[8])
   local ms = tonumber(m[3]) * 1000
@@ -52,6 +57,8 @@ if index >= 0 then
     redis.call('HINCRBY', KEYS[1], 'finished', 1)
     redis.call('HINCRBY', KEYS[1], 'n:' .. ARGV[6], 1)
     redis.call('DECR', KEYS[10])
+    local tenant_unfinished = redis.call('HGET', KEYS[1], 'tenant_unfinished')
+    if tenant_unfinished then redis.call('DECR', tenant_unfinished) end
     redis.call('RPUSH', KEYS[5], index)
     redis.call('PEXPIRE', KEYS[3], ttl)
     redis.call('PEXPIRE', KEYS[5], ttl)
@@ -98,7 +105,7 @@ return {-1}
 # Take a shard job's part back: its in-flight items become orphans, and unless the batch is ending a replacement
 # job gets the lease (the caller then queues it). Without force only a lapsed lease is taken, and a job still
 # waiting in arq's queue (not in progress) only has its lease extended.
-# KEYS: common, 12 arq queue, 13 arq job, 14 arq in-progress. ARGV: 4 job, 5 new job, 6 lease ms, 7 force,
+# KEYS: common, 13 arq queue, 14 arq job, 15 arq in-progress. ARGV: 4 job, 5 new job, 6 lease ms, 7 force,
 # 8 ttl ms, 9 indexes surely never dispatched (comma-separated).
 # Returns 'gone' (no such lease), 'alive', 'queued', 'done' (nothing to continue) or 'replaced'.
 TAKE_OVER = (
@@ -109,14 +116,14 @@ local score = redis.call('ZSCORE', KEYS[9], ARGV[4])
 if not score then return 'gone' end
 if ARGV[7] ~= '1' then
   if tonumber(score) > now then return 'alive' end
-  if redis.call('ZSCORE', KEYS[12], ARGV[4]) and redis.call('EXISTS', KEYS[14]) == 0 then
+  if redis.call('ZSCORE', KEYS[13], ARGV[4]) and redis.call('EXISTS', KEYS[15]) == 0 then
     redis.call('ZADD', KEYS[9], now + tonumber(ARGV[6]), ARGV[4])
     return 'queued'
   end
 end
 redis.call('ZREM', KEYS[9], ARGV[4])
-redis.call('ZREM', KEYS[12], ARGV[4])
-redis.call('DEL', KEYS[13], KEYS[14])
+redis.call('ZREM', KEYS[13], ARGV[4])
+redis.call('DEL', KEYS[14], KEYS[15])
 local clean = {}
 for i in string.gmatch(ARGV[9], '%d+') do clean[i] = true end
 local held = redis.call('HGETALL', KEYS[7])

@@ -204,7 +204,7 @@ class Store:
 
     def _script_keys(self, batch_id: str) -> list[str]:
         keys = self.keys
-        return [*keys.batch_keys(batch_id), keys.jobs, keys.unfinished, keys.deadlines]
+        return [*keys.batch_keys(batch_id), keys.jobs, keys.unfinished, keys.deadlines, keys.webhooks]
 
     def _script_args(self, batch_id: str) -> list[Any]:
         return [repr(time.time()), self.keys.done_channel, batch_id]
