@@ -17,15 +17,17 @@ from .core.limits import LeaseSemaphore, RateLimiter
 from .core.services import Services
 from .core.settings import Settings, get_settings
 from .core.store import Store
+from .core.tenants import load_keys
 from .errors import install_error_handlers
 from .mcp_endpoint import build_mcp_server, mcp_routes
 from .routes import batches, gumloop, health, servers
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """The API for these settings. The servers file is read here, so a bad one stops start-up at once."""
+    """The API for these settings. The servers and keys files are read here, so a bad one stops start-up at once."""
     settings = settings or get_settings()
     registry = load_servers(settings.servers)
+    keyring = None if settings.auth == "none" else load_keys(settings.keys)  # a bad keys file stops start-up too
     keys = Keys(settings.key_prefix)
     mcp = build_mcp_server(lambda: app.state.services, settings)
 
@@ -61,10 +63,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Durable batches of MCP tool calls, run by arq workers under shared limits.",
         lifespan=lifespan,
     )
+    app.state.keyring = keyring
     install_error_handlers(app)
     app.include_router(batches.router)
     app.include_router(servers.router)
     app.include_router(gumloop.router)
     app.include_router(health.router)
-    app.router.routes.extend(mcp_routes(mcp))  # the MCP endpoint at /mcp (and /mcp/)
+    app.router.routes.extend(mcp_routes(mcp, keyring))  # the MCP endpoint at /mcp (and /mcp/)
     return app

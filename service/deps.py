@@ -1,4 +1,4 @@
-"""Request dependencies as Annotated aliases: the services the lifespan built."""
+"""Request dependencies as Annotated aliases: the services the lifespan built, the caller, the caller's batch."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from .auth import CallerDep
 from .core.services import Services
 
 
@@ -15,3 +16,11 @@ def get_services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+async def owned_batch(batch_id: str, caller: CallerDep, services: ServicesDep) -> str:
+    """The path's batch id, when that batch is the caller's (404 otherwise, as for a missing one)."""
+    return await services.owned(batch_id, caller)
+
+
+OwnedBatchId = Annotated[str, Depends(owned_batch)]

@@ -127,7 +127,7 @@ async def run_dev(host: str, port: int) -> None:
         servers = Path(os.environ.get("MCP_BATCH_SERVERS", workdir / "servers.json"))
         if "MCP_BATCH_SERVERS" not in os.environ:
             servers.write_text(json.dumps(DEV_SERVERS, indent=2))  # noqa: ASYNC240 - start-up
-        settings = Settings(redis_url=redis_url, servers=servers)
+        settings = Settings(redis_url=redis_url, servers=servers, auth="none")
 
         worker = create_worker(settings, handle_signals=False)
         worker_task = asyncio.create_task(worker.async_run())
@@ -139,7 +139,9 @@ async def run_dev(host: str, port: int) -> None:
             f"  servers:  {servers} (demo over stdio, demo_http on port {demo_port})\n"
             f"  try:      curl -s -X POST {base}/v1/batches -H 'content-type: application/json' "
             f"-d @examples/batch.json\n"
-            f"  then:     curl -s '{base}/v1/batches/<id>?wait=10'\n",
+            f"  then:     curl -s '{base}/v1/batches/<id>?wait=10'\n\n"
+            "  WARNING: AUTH IS OFF (MCP_BATCH_AUTH=none): anyone who can reach this port can run every tool.\n"
+            "           This is for development only; in production set MCP_BATCH_KEYS (see `mcp-batch keys new`).\n",
             flush=True,
         )
         try:

@@ -12,7 +12,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
-from .core.errors import Backpressure, BatchAlreadyFinished, BatchNotFound, Conflict, InvalidBatch
+from .auth import unauthorized
+from .core.errors import (
+    Backpressure,
+    BatchAlreadyFinished,
+    BatchNotFound,
+    Conflict,
+    Forbidden,
+    InvalidBatch,
+    Unauthenticated,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +36,15 @@ def install_error_handlers(app: FastAPI) -> None:
     async def invalid_batch(_: Request, exc: InvalidBatch) -> JSONResponse:
         detail = [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in exc.problems]
         return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(Unauthenticated)
+    async def unauthenticated(_: Request, exc: Unauthenticated) -> JSONResponse:
+        return unauthorized(str(exc))
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(_: Request, exc: Forbidden) -> JSONResponse:
+        detail = [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in exc.problems]
+        return JSONResponse({"detail": detail}, status_code=403)
 
     @app.exception_handler(BatchNotFound)
     async def not_found(_: Request, exc: BatchNotFound) -> JSONResponse:

@@ -27,11 +27,13 @@ from pydantic import Field, ValidationError
 from redis.exceptions import RedisError
 from starlette.routing import Route
 
-from .core.errors import BatchNotFound, InvalidBatch
+from .auth import Authenticated, current_caller
+from .core.errors import Backpressure, BatchNotFound, Conflict, Forbidden, InvalidBatch
 from .core.models import BatchDocument, BatchRequest, Call, Mode, OnError, ServerInfo
 from .core.servers import describe_servers
 from .core.services import Services
 from .core.settings import Settings
+from .core.tenants import KeyRing
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +100,10 @@ def _tool_errors() -> Iterator[None]:
         yield
     except InvalidBatch as exc:
         raise ToolError(_problems("invalid batch", [(p.loc, p.msg) for p in exc.problems])) from None
+    except Forbidden as exc:
+        raise ToolError(_problems("not allowed for this key", [(p.loc, p.msg) for p in exc.problems])) from None
+    except (Backpressure, Conflict) as exc:
+        raise ToolError(str(exc)) from None
     except BatchNotFound:
         raise ToolError("no batch with that id (it never existed, or it has expired)") from None
     except RedisError as exc:
@@ -125,7 +131,7 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
                 calls=calls, mode=mode, on_error=on_error, max_concurrency=max_concurrency, read_only=read_only
             )
             svc = services()
-            return await svc.document(await svc.submit(request))
+            return await svc.document(await svc.submit(request, current_caller.get()))
 
     async def call_tools_batch(
         calls: CallsArg,
@@ -151,13 +157,14 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
     ) -> BatchDocument:
         with _tool_errors():
             svc = services()
+            await svc.owned(batch_id, current_caller.get())
             if wait_seconds > 0:
                 await svc.store.wait(batch_id, min(wait_seconds, max_wait))
             return await svc.document(batch_id, offset, limit)
 
     async def list_servers() -> list[ServerInfo]:
         with _tool_errors():
-            return await describe_servers(services())
+            return await describe_servers(services(), current_caller.get())
 
     tools = [
         _Tool.from_function(
@@ -192,7 +199,7 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
     return MCPServer("mcp-batch", instructions=_INSTRUCTIONS, tools=tools, log_level="WARNING")
 
 
-def mcp_routes(server: MCPServer) -> list[Route]:
+def mcp_routes(server: MCPServer, keyring: KeyRing | None) -> list[Route]:
     """`/mcp` and `/mcp/`, both served by the server's streamable-HTTP transport.
 
     Exact routes rather than a mount: a mount at /mcp would also swallow `/mcp/tools/call` (the Gumloop door) unless
@@ -210,5 +217,5 @@ def mcp_routes(server: MCPServer) -> list[Route]:
         # Starlette's TrustedHostMiddleware). POSTs must still be application/json (the SDK checks that regardless).
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    endpoint = StreamableHTTPASGIApp(server.session_manager)
+    endpoint = Authenticated(StreamableHTTPASGIApp(server.session_manager), keyring)
     return [Route("/mcp", endpoint), Route("/mcp/", endpoint)]

@@ -6,6 +6,8 @@ MCPBatchError
  │    └── ItemNotFound            the batch has no item with that id
  ├── Backpressure                 too many items are queued or running; try again after `retry_after`
  ├── InvalidBatch                 the request is malformed as a whole; `problems` lists every fault
+ ├── Unauthenticated              no valid API key was presented
+ ├── Forbidden                    the key may not do this (a server, write tools, another tenant's team)
  ├── Conflict                     the request cannot be carried out as things stand
  │    ├── IdempotencyConflict     the Idempotency-Key was first used with a different request
  │    ├── IdempotencyInProgress   the first request with that key is still storing its batch
@@ -123,6 +125,18 @@ class NothingToRetry(NotRetryable):
     def __init__(self, batch_id: str) -> None:
         super().__init__(f"nothing to retry: every item of batch {batch_id!r} succeeded")
         self.batch_id = batch_id
+
+
+class Unauthenticated(MCPBatchError):
+    """No API key, or one the keys file does not hold."""
+
+
+class Forbidden(MCPBatchError):
+    """The caller's key may not do what the request asks; `problems` names each call or field at fault."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(f"{'.'.join(map(str, p.loc))}: {p.msg}" for p in problems))
+        self.problems = problems
 
 
 class BackendError(MCPBatchError):

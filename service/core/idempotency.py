@@ -86,13 +86,13 @@ class Claim:
     placeholder: str | None = None
 
 
-async def claim(redis: Redis, keys: Keys, key: str, digest: str) -> Claim:
+async def claim(redis: Redis, keys: Keys, key: str, digest: str, tenant: str = "default") -> Claim:
     """Claim `key` for a request with this fingerprint, or find the batch it already made.
 
     IdempotencyConflict when the key was used with another request; IdempotencyInProgress when the first request
     with it is still storing its batch after `WAIT_SECONDS`.
     """
-    name = keys.idempotency(key)
+    name = keys.idempotency(key, tenant)
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         placeholder = json.dumps({"fingerprint": digest, "token": uuid.uuid4().hex})

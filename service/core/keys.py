@@ -11,11 +11,15 @@ past the last sign of life: a submit, a finished item, a lease renewal):
     {p}:batch:{id}:inflight   hash    item index -> the shard job running it (claimed, not yet finished)
     {p}:batch:{id}:orphans    list    `index:flag` of items taken back from a stopped worker, run first
                                       (flag 1: it may have reached its backend; 0: it surely did not)
-    {p}:idem:{sha256 of key}  string  an Idempotency-Key's JSON {batch_id, fingerprint} (named in the batch's meta)
+    {p}:idem:{sha256}         string  an Idempotency-Key's JSON {batch_id, fingerprint} (named in the batch's meta)
 Per backend:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
     {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
     {p}:leases:{server}       zset    concurrency leases, scored by expiry (ms); a dead worker's leases lapse
+    {p}:rate:{server}:tenant:{t}  hash  GCRA state of one tenant's share of the backend's rate (keys' rate_share)
+Per tenant:
+    {p}:tenant:{t}:batches    zset    the tenant's batch ids, scored by creation (µs): GET /v1/batches, newest first
+    {p}:tenant:{t}:unfinished string  the tenant's items of unfinished batches not yet finished (its key's ceiling)
 Shared:
     {p}:jobs                  zset    shard job id -> its lease expiry (ms, Redis clock); lapsed ones are taken over
     {p}:deadlines             zset    batch id -> its deadline (ms), for batches that set one
@@ -108,15 +112,26 @@ class Keys:
     def arq_in_progress(job: str) -> str:
         return in_progress_key_prefix + job
 
-    def idempotency(self, key: str) -> str:
-        """The record of a caller's Idempotency-Key, by its hash: header bytes never become a key name."""
-        return f"{self.prefix}:idem:{hashlib.sha256(key.encode()).hexdigest()}"
+    def idempotency(self, key: str, tenant: str = "default") -> str:
+        """The record of a tenant's Idempotency-Key, by its hash: header bytes never become a key name, and two
+        tenants' equal keys are two keys."""
+        digest = hashlib.sha256(f"{tenant}\n{key}".encode()).hexdigest()
+        return f"{self.prefix}:idem:{digest}"
 
     def tools(self, server: str) -> str:
         return f"{self.prefix}:tools:{server}"
 
     def rate(self, server: str) -> str:
         return f"{self.prefix}:rate:{server}"
+
+    def tenant_rate(self, server: str, tenant: str) -> str:
+        return f"{self.prefix}:rate:{server}:tenant:{tenant}"
+
+    def tenant_batches(self, tenant: str) -> str:
+        return f"{self.prefix}:tenant:{tenant}:batches"
+
+    def tenant_unfinished(self, tenant: str) -> str:
+        return f"{self.prefix}:tenant:{tenant}:unfinished"
 
     def leases(self, server: str) -> str:
         return f"{self.prefix}:leases:{server}"

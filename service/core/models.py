@@ -224,6 +224,25 @@ class BatchDocument(BaseModel):
     )
 
 
+class BatchSummary(BaseModel):
+    """One batch in a listing: its state, not its results."""
+
+    id: str
+    status: BatchStatus
+    total: int
+    finished: int = Field(description="Items that have finished (whatever their status).")
+    created_at: str
+    finished_at: str | None = None
+    retry_of: str | None = None
+
+
+class BatchList(BaseModel):
+    """Answer of `GET /v1/batches`: the caller's batches, newest first."""
+
+    batches: list[BatchSummary]
+    next_cursor: str | None = Field(None, description="Pass as ?cursor= for the next (older) page.")
+
+
 class ToolInfo(BaseModel):
     """A backend tool as its tools/list describes it."""
 

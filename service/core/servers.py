@@ -6,15 +6,18 @@ import asyncio
 
 from .models import ServerInfo
 from .services import Services
+from .tenants import ANYONE, Caller
 
 
-async def describe_servers(services: Services) -> list[ServerInfo]:
-    """Every configured backend with its limits, their current use and its cached tools; never headers or env.
+async def describe_servers(services: Services, caller: Caller = ANYONE) -> list[ServerInfo]:
+    """Every configured backend the caller may call, with its limits, their current use and its cached tools; never
+    headers or env.
 
     A backend that cannot be reached is listed with `tools: null` and `tools_error`, so one of them does not hide the
     others.
     """
-    return list(await asyncio.gather(*(describe_server(services, name) for name in services.registry.names)))
+    names = [name for name in services.registry.names if caller.may_call(name)]
+    return list(await asyncio.gather(*(describe_server(services, name) for name in names)))
 
 
 async def describe_server(services: Services, name: str) -> ServerInfo:

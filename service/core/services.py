@@ -15,15 +15,27 @@ from arq import ArqRedis
 from . import budget, idempotency, shards
 from .backends import Registry
 from .catalog import Catalog
-from .errors import Backpressure
+from .errors import Backpressure, BatchNotFound
 from .keys import Keys
 from .limits import LeaseSemaphore, RateLimiter
-from .models import TERMINAL_BATCH, BatchDocument, BatchRequest, DryRun, DryRunItem, ItemError, ItemResult, ItemStatus
+from .models import (
+    TERMINAL_BATCH,
+    BatchDocument,
+    BatchList,
+    BatchRequest,
+    BatchStatus,
+    DryRun,
+    DryRunItem,
+    ItemError,
+    ItemResult,
+    ItemStatus,
+)
 from .precheck import Bounds, precheck
 from .references import may_reference
 from .retry import retry_request
 from .settings import Settings
 from .store import Store, new_batch_id
+from .tenants import ANYONE, Caller, authorize
 from .validation import validate_batch
 
 _LIVE_SECONDS = 15.0  # a worker that beat within this long counts as live (workers beat about once a second)
@@ -42,12 +54,14 @@ class Services:
     rate: RateLimiter
     leases: LeaseSemaphore
 
-    def validate(self, request: BatchRequest) -> int:
-        """Whole-batch checks (InvalidBatch lists every fault); the batch's effective max_concurrency."""
+    def validate(self, request: BatchRequest, caller: Caller = ANYONE) -> int:
+        """Whole-batch checks (InvalidBatch lists every fault, Forbidden what the caller's key may not do); the
+        batch's effective max_concurrency."""
         settings = self.settings
+        authorize(caller, request)
         return validate_batch(
             request,
-            settings.max_calls_per_batch,
+            min(settings.max_calls_per_batch, caller.max_calls_per_batch or settings.max_calls_per_batch),
             settings.max_concurrency_ceiling,
             settings.default_max_concurrency,
             settings.response_max_bytes_ceiling,
@@ -56,17 +70,27 @@ class Services:
         )
 
     async def submit(
-        self, request: BatchRequest, retry_of: str | None = None, idempotency_key: str | None = None
+        self,
+        request: BatchRequest,
+        caller: Caller = ANYONE,
+        retry_of: str | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
-        """Validate the whole batch, store it atomically, queue its shard jobs, wake workers.
+        """Validate the whole batch, store it atomically under the caller's tenant, queue its shard jobs, wake workers.
 
         `retry_of` (the batch retried) and `idempotency_key` (the name of its key's record) go into the batch's meta.
-        Backpressure: past `max_unfinished_items` nothing is stored and Backpressure (a 429) is raised."""
-        concurrency = self.validate(request)
+        Backpressure: past `max_unfinished_items` (the service's, or the caller's key's for its tenant) nothing is
+        stored and Backpressure (a 429) is raised."""
+        concurrency = self.validate(request, caller)
         settings = self.settings
+        retry_after = settings.backpressure_retry_after_seconds
         unfinished = await self.store.unfinished_items()
         if unfinished + len(request.calls) > settings.max_unfinished_items:
-            raise Backpressure(unfinished, settings.max_unfinished_items, settings.backpressure_retry_after_seconds)
+            raise Backpressure(unfinished, settings.max_unfinished_items, retry_after)
+        if caller.max_unfinished_items is not None:
+            mine = await self.store.unfinished_items(caller.tenant)
+            if mine + len(request.calls) > caller.max_unfinished_items:
+                raise Backpressure(mine, caller.max_unfinished_items, retry_after)
         limits = self.registry.limits({call.server for call in request.calls})
         linked = any(may_reference(call.arguments) for call in request.calls)
         live = await self.redis.zcount(self.keys.workers, (time.time() - _LIVE_SECONDS) * 1000, "+inf")
@@ -76,7 +100,15 @@ class Services:
         batch_id = new_batch_id()
         jobs = [shards.job_id(batch_id, shard) for shard in range(count)]
         await self.store.create(
-            request, concurrency, limits, batch_id, jobs, retry_of=retry_of, idempotency_key=idempotency_key
+            request,
+            concurrency,
+            limits,
+            batch_id,
+            jobs,
+            retry_of=retry_of,
+            idempotency_key=idempotency_key,
+            tenant=caller.tenant,
+            rate_share=caller.rate_share,
         )
         try:
             for shard, job in enumerate(jobs):
@@ -87,13 +119,28 @@ class Services:
         await self.redis.publish(self.keys.wake_channel, batch_id)
         return batch_id
 
+    async def owned(self, batch_id: str, caller: Caller) -> str:
+        """The batch id, when the batch exists and is the caller's; else BatchNotFound (another tenant's batch is
+        indistinguishable from a missing one)."""
+        if await self.store.tenant_of(batch_id) != caller.tenant:
+            raise BatchNotFound(batch_id)
+        return batch_id
+
+    async def batches(
+        self, caller: Caller, status: set[BatchStatus] | None, limit: int, cursor: str | None
+    ) -> BatchList:
+        """The caller's tenant's batches, newest first, a page at a time."""
+        before = int(cursor) if cursor else None
+        found, next_before = await self.store.batches_of(caller.tenant, before, limit, status)
+        return BatchList(batches=found, next_cursor=None if next_before is None else str(next_before))
+
     async def cancel(self, batch_id: str) -> BatchDocument:
         """Cancel a batch (BatchAlreadyFinished when it has ended) and return its document."""
         await self.store.cancel(batch_id)
         return await self.document(batch_id, limit=0)
 
     async def submit_once(
-        self, request: BatchRequest, key: str | None, retry_of: str | None = None
+        self, request: BatchRequest, key: str | None, caller: Caller = ANYONE, retry_of: str | None = None
     ) -> tuple[str, bool]:
         """Submit, unless the Idempotency-Key `key` already made a batch for the same request: (batch id, created).
 
@@ -101,23 +148,24 @@ class Services:
         batch could not be stored. The same key with another request: IdempotencyConflict.
         """
         if key is None:
-            return await self.submit(request, retry_of), True
-        self.validate(request)
+            return await self.submit(request, caller, retry_of), True
+        self.validate(request, caller)
         body = request.model_dump(mode="json") if retry_of is None else {"retry_of": retry_of}
-        held = await idempotency.claim(self.redis, self.keys, key, idempotency.fingerprint(body))
+        held = await idempotency.claim(self.redis, self.keys, key, idempotency.fingerprint(body), caller.tenant)
         if held.batch_id is not None:
             return held.batch_id, False
         try:
-            batch_id = await self.submit(request, retry_of, idempotency_key=held.name)
+            batch_id = await self.submit(request, caller, retry_of, idempotency_key=held.name)
         except BaseException:
             await idempotency.release(self.redis, held)
             raise
         await idempotency.complete(self.redis, held, self.keys.batch(batch_id), batch_id, self.store.live_ms)
         return batch_id, True
 
-    async def retry(self, batch_id: str, key: str | None = None) -> tuple[str, bool]:
+    async def retry(self, batch_id: str, caller: Caller = ANYONE, key: str | None = None) -> tuple[str, bool]:
         """A new batch of the finished batch's items that did not succeed, linked by `retry_of`: (id, created)."""
-        return await self.submit_once(await retry_request(self.store, batch_id), key, retry_of=batch_id)
+        request = await retry_request(self.store, batch_id)
+        return await self.submit_once(request, key, caller, retry_of=batch_id)
 
     async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
         """A page of the document that fits the batch's byte budget: no more items than the budget holds."""
@@ -131,9 +179,9 @@ class Services:
         document.truncated, document.truncated_bytes = removed > 0, removed
         return document
 
-    async def dry_run(self, request: BatchRequest) -> DryRun:
+    async def dry_run(self, request: BatchRequest, caller: Caller = ANYONE) -> DryRun:
         """Every check a batch would meet, with each call's would-be status; nothing is stored or queued."""
-        self.validate(request)
+        self.validate(request, caller)
         bounds = Bounds(self.settings.max_argument_bytes, self.settings.max_argument_depth)
         names = {call.server for call in request.calls if call.server in self.registry}
         listed = await asyncio.gather(*(self.catalog.tools(name) for name in names), return_exceptions=True)

@@ -18,6 +18,10 @@ class Settings(BaseSettings):
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis that API and workers share.")
     servers: Path = Field(Path("servers.json"), description="The servers file (mcpServers JSON).")
     key_prefix: str = Field("mcpb", description="Prefix of every Redis key, so several deployments can share a Redis.")
+    auth: Literal["keys", "none"] = Field(
+        "keys", description="`keys`: every route but health needs `Authorization: Bearer <key>`; `none`: no auth."
+    )
+    keys: Path | None = Field(None, description="The keys file (JSON): SHA-256 hashes of API keys, with tenants.")
 
     max_calls_per_batch: int = Field(10_000, ge=1, description="Most calls one batch may hold.")
     default_max_concurrency: int = Field(16, ge=1, description="A batch's max_concurrency when it gives none.")

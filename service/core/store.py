@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from . import scripts
-from .document import LIMITS, render, spec_fields
+from .document import LIMITS, iso, render, spec_fields
 from .errors import BatchAlreadyFinished, BatchNotFound, ItemNotFound
 from .events import Listener
 from .keys import LIVE_TTL_SECONDS, Keys
@@ -34,13 +34,16 @@ from .models import (
     BatchDocument,
     BatchRequest,
     BatchStatus,
+    BatchSummary,
     Call,
     ItemResult,
     ItemStatus,
     Mode,
 )
+from .tenants import DEFAULT_TENANT
 
 _CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
+_LIST_SCAN = 1_000  # most index entries one listing request reads (a status filter may skip many)
 
 
 def _spec(index: int, call: Call) -> dict[str, Any]:
@@ -49,6 +52,20 @@ def _spec(index: int, call: Call) -> dict[str, Any]:
     if call.timeout_seconds is not None:
         spec["timeout_seconds"] = call.timeout_seconds
     return spec
+
+
+def _summary(batch_id: str, row: list[str | None]) -> BatchSummary:
+    """From the meta fields status, total, finished, created_at, finished_at, retry_of."""
+    status, total, finished, created, ended, retry_of = row
+    return BatchSummary(
+        id=batch_id,
+        status=BatchStatus(status or BatchStatus.queued),
+        total=int(total or 0),
+        finished=int(finished or 0),
+        created_at=iso(float(created or 0)) or "",
+        finished_at=iso(float(ended)) if ended else None,
+        retry_of=retry_of,
+    )
 
 
 def new_batch_id() -> str:
@@ -80,6 +97,8 @@ class BatchMeta:
     created_at: float
     shards: int
     deadline_at: float | None
+    tenant: str = DEFAULT_TENANT
+    rate_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +145,8 @@ class Store:
         jobs: list[str] | None = None,
         retry_of: str | None = None,
         idempotency_key: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        rate_share: float | None = None,
     ) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing. `jobs` are its shard jobs,
         leased from now (a job lost before it is queued is taken over when its lease lapses)."""
@@ -149,7 +170,11 @@ class Store:
             "read_only": int(request.read_only),
             "response_max_bytes": request.response_max_bytes or self.response_max_bytes,
             "retention": request.retention_seconds or self.retention_seconds,
+            "tenant": tenant,
+            "tenant_unfinished": self.keys.tenant_unfinished(tenant),
         }
+        if rate_share is not None:
+            fields["rate_share"] = repr(rate_share)
         if request.deadline_seconds is not None:
             fields["deadline_at"] = repr(now + request.deadline_seconds)
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -161,6 +186,8 @@ class Store:
             for key in (meta, calls, self.keys.ids(batch_id)):
                 pipe.pexpire(key, self.live_ms)
             pipe.incrby(self.keys.unfinished, len(specs))
+            pipe.incrby(self.keys.tenant_unfinished(tenant), len(specs))
+            pipe.zadd(self.keys.tenant_batches(tenant), {batch_id: int(now * 1_000_000)})
             if jobs:
                 pipe.zadd(self.keys.jobs, dict.fromkeys(jobs, int(now * 1000) + self.lease_ms))
             if request.deadline_seconds is not None:
@@ -168,18 +195,66 @@ class Store:
             await pipe.execute()
         return batch_id
 
-    async def unfinished_items(self) -> int:
-        """Items of unfinished batches not yet finished, across all batches (for backpressure)."""
-        raw = await cast(Awaitable[bytes | None], self.redis.get(self.keys.unfinished))
+    async def unfinished_items(self, tenant: str | None = None) -> int:
+        """Items of unfinished batches not yet finished, across all batches or one tenant's (for backpressure)."""
+        key = self.keys.unfinished if tenant is None else self.keys.tenant_unfinished(tenant)
+        raw = await cast(Awaitable[bytes | None], self.redis.get(key))
         return int(raw or 0)
+
+    async def tenant_of(self, batch_id: str) -> str:
+        """The tenant that owns a batch (BatchNotFound when there is no such batch)."""
+        raw = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "tenant"))
+        if raw is None:
+            raise BatchNotFound(batch_id)
+        return raw.decode()
+
+    async def batches_of(
+        self, tenant: str, before: int | None, limit: int, status: set[BatchStatus] | None
+    ) -> tuple[list[BatchSummary], int | None]:
+        """A tenant's batches, newest first, created before `before` (µs); and the cursor of the next page.
+
+        Ids whose batch has expired are dropped from the tenant's index as they are met."""
+        index = self.keys.tenant_batches(tenant)
+        found: list[BatchSummary] = []
+        upper: str = f"({before}" if before is not None else "+inf"
+        scanned = 0
+        while len(found) < limit and scanned < _LIST_SCAN:
+            page = await self.redis.zrevrangebyscore(index, upper, "-inf", start=0, num=limit, withscores=True)
+            if not page:
+                return found, None
+            fields = ["status", "total", "finished", "created_at", "finished_at", "retry_of"]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for member, _ in page:
+                    pipe.hmget(self.keys.batch(member.decode()), fields)
+                rows = await pipe.execute()
+            gone = []
+            for (member, score), row in zip(page, rows, strict=True):
+                scanned += 1
+                upper = f"({int(score)}"
+                if row[0] is None:
+                    gone.append(member)
+                    continue
+                summary = _summary(member.decode(), [v.decode() if v else None for v in row])
+                if status is None or summary.status in status:
+                    found.append(summary)
+                    if len(found) == limit:
+                        return found, int(score)
+            if gone:
+                await self.redis.zrem(index, *gone)
+        return found, int(upper[1:]) if upper.startswith("(") else None
 
     async def delete(self, batch_id: str, jobs: list[str]) -> None:
         """Remove a batch that could not be queued, and what it added to the shared keys."""
-        total = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "total"))
+        total, tenant = await cast(
+            Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), ["total", "tenant"])
+        )
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(*self.keys.batch_keys(batch_id))
             if total is not None:
                 pipe.decrby(self.keys.unfinished, int(total))
+            if total is not None and tenant is not None:
+                pipe.decrby(self.keys.tenant_unfinished(tenant.decode()), int(total))
+                pipe.zrem(self.keys.tenant_batches(tenant.decode()), batch_id)
             if jobs:
                 pipe.zrem(self.keys.jobs, *jobs)
             pipe.zrem(self.keys.deadlines, batch_id)
@@ -192,14 +267,31 @@ class Store:
         return BatchStatus(raw.decode())
 
     async def meta(self, batch_id: str) -> BatchMeta:
-        fields = ["mode", "max_concurrency", "status", "read_only", "created_at", "shards", "deadline_at"]
+        fields = [
+            "mode",
+            "max_concurrency",
+            "status",
+            "read_only",
+            "created_at",
+            "shards",
+            "deadline_at",
+            "tenant",
+            "rate_share",
+        ]
         raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), fields))
         if raw[0] is None:
             raise BatchNotFound(batch_id)
         mode, concurrency, status, read_only, created, count = (cast(bytes, value).decode() for value in raw[:6])
-        deadline = None if raw[6] is None else float(raw[6])
         return BatchMeta(
-            Mode(mode), int(concurrency), BatchStatus(status), read_only == "1", float(created), int(count), deadline
+            Mode(mode),
+            int(concurrency),
+            BatchStatus(status),
+            read_only == "1",
+            float(created),
+            int(count),
+            None if raw[6] is None else float(raw[6]),
+            DEFAULT_TENANT if raw[7] is None else raw[7].decode(),
+            None if raw[8] is None else float(raw[8]),
         )
 
     def _script_keys(self, batch_id: str) -> list[str]:

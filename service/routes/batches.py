@@ -1,5 +1,5 @@
-"""The batch routes: submit (once per Idempotency-Key), retry, read (optionally waiting for the end, one byte-bounded
-page), items, results."""
+"""The batch routes: submit (once per Idempotency-Key), list, retry, cancel, read (optionally waiting for the end, one
+byte-bounded page), items, results. Every route on one batch answers 404 for another tenant's, as for a missing one."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AfterValidator
 
+from ..auth import CallerDep
 from ..core import budget, idempotency
-from ..core.models import BatchDocument, BatchRequest, DryRun, ItemPage, ItemStatus
+from ..core.models import BatchDocument, BatchList, BatchRequest, BatchStatus, DryRun, ItemPage, ItemStatus
 from ..core.services import Services
-from ..deps import ServicesDep
+from ..deps import OwnedBatchId, ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["batches"])
 
@@ -46,10 +47,14 @@ _KEY_CONFLICT = "the Idempotency-Key was used with a different request, or that 
     },
 )
 async def submit_batch(
-    request: BatchRequest, services: ServicesDep, response: Response, idempotency_key: IdempotencyKey = None
+    request: BatchRequest,
+    services: ServicesDep,
+    caller: CallerDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
 ) -> BatchDocument:
     """Validate the whole batch, store it and queue it; answers at once with the (queued) document."""
-    batch_id, created = await services.submit_once(request, idempotency_key)
+    batch_id, created = await services.submit_once(request, idempotency_key, caller)
     return await _submitted(services, response, batch_id, created)
 
 
@@ -64,10 +69,14 @@ async def submit_batch(
     },
 )
 async def retry_batch(
-    batch_id: str, services: ServicesDep, response: Response, idempotency_key: IdempotencyKey = None
+    batch_id: OwnedBatchId,
+    services: ServicesDep,
+    caller: CallerDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
 ) -> BatchDocument:
     """The items whose status is not `ok`, in order, with their ids and the batch's settings; `retry_of` links back."""
-    new_id, created = await services.retry(batch_id, idempotency_key)
+    new_id, created = await services.retry(batch_id, caller, idempotency_key)
     return await _submitted(services, response, new_id, created)
 
 
@@ -79,14 +88,29 @@ async def _submitted(services: Services, response: Response, batch_id: str, crea
 
 
 @router.post("/batches:validate", summary="Dry run: every check, each call's would-be status; nothing queued")
-async def validate_batch(request: BatchRequest, services: ServicesDep) -> DryRun:
-    """422 for whole-batch faults, as for a submit; otherwise what would become of each call."""
-    return await services.dry_run(request)
+async def validate_batch(request: BatchRequest, services: ServicesDep, caller: CallerDep) -> DryRun:
+    """422 for whole-batch faults and 403 for what the key may not do, as for a submit; otherwise what would become
+    of each call."""
+    return await services.dry_run(request, caller)
+
+
+@router.get("/batches", summary="The caller's batches, newest first")
+async def list_batches(
+    services: ServicesDep,
+    caller: CallerDep,
+    status: Annotated[
+        list[BatchStatus] | None, Query(description="Only batches in these statuses (repeat the parameter).")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Most batches in one page.")] = 50,
+    cursor: Annotated[str | None, Query(pattern=r"^\d{1,20}$", description="`next_cursor` of the last page.")] = None,
+) -> BatchList:
+    """A page of the batches the caller's tenant submitted (finished ones until they expire), newest first."""
+    return await services.batches(caller, set(status) if status else None, limit, cursor)
 
 
 @router.get("/batches/{batch_id}", summary="The batch document (optionally waiting for the batch to finish)")
 async def get_batch(
-    batch_id: str,
+    batch_id: OwnedBatchId,
     services: ServicesDep,
     wait: Annotated[float, Query(ge=0, le=60, description="Hold the request up to this many seconds for the end.")] = 0,
     offset: Annotated[int, Query(ge=0, description="First item of `results` to return.")] = 0,
@@ -105,7 +129,7 @@ async def get_batch(
     summary="Cancel a batch: nothing new starts; calls in flight finish or are cut after the grace period",
     responses={409: {"description": "The batch has already ended (its status is given)."}},
 )
-async def cancel_batch(batch_id: str, services: ServicesDep) -> BatchDocument:
+async def cancel_batch(batch_id: OwnedBatchId, services: ServicesDep) -> BatchDocument:
     """The batch goes `cancelling`, then `cancelled` once no call is in flight; its pending items are `cancelled`.
     Answers with the document (no results page: `limit=0`)."""
     return await services.cancel(batch_id)
@@ -113,7 +137,7 @@ async def cancel_batch(batch_id: str, services: ServicesDep) -> BatchDocument:
 
 @router.get("/batches/{batch_id}/items/{item_id}", summary="One item, whole, paging through large content")
 async def get_item(
-    batch_id: str,
+    batch_id: OwnedBatchId,
     item_id: str,
     services: ServicesDep,
     cursor: Annotated[str | None, Query(pattern=r"^\d+\.\d+$", description="`next_cursor` of the last page.")] = None,
@@ -138,7 +162,7 @@ async def get_item(
     responses={200: {"content": {_NDJSON: {}}, "description": "One ItemResult (with `seq`) per line."}},
 )
 async def stream_results(
-    batch_id: str,
+    batch_id: OwnedBatchId,
     services: ServicesDep,
     status: Annotated[str | None, Query(description="Only these item statuses, comma-separated.")] = None,
     after: Annotated[int, Query(ge=0, description="Only items finished after this `seq` (X-Next-After).")] = 0,

@@ -16,7 +16,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..core.errors import InvalidBatch, Problem
+from ..auth import CallerDep
+from ..core.errors import Forbidden, InvalidBatch, Problem
 from ..core.models import TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
 from ..deps import ServicesDep
 
@@ -50,7 +51,7 @@ class GumloopRequest(BaseModel):
     calls: list[GumloopCall] = Field(
         min_length=1, description="The calls, run concurrently; at least 1, at most `gumloop_max_calls` (default 5)."
     )
-    team_id: str | None = Field(None, description="Team the calls are scoped to; accepted, not yet used.")
+    team_id: str | None = Field(None, description="Team the calls are scoped to: must be the key's tenant.")
 
 
 class GumloopStatus(StrEnum):
@@ -258,14 +259,16 @@ _REQUEST_BODY = {
     },
     openapi_extra=_REQUEST_BODY,
 )
-async def call_tools(request: Request, services: ServicesDep) -> JSONResponse:
+async def call_tools(request: Request, services: ServicesDep, caller: CallerDep) -> JSONResponse:
     """Run the calls as one concurrent batch and answer with every result once it completes.
 
-    `team_id` is accepted and ignored for now: tenants come later.
+    `team_id`, when given, must be the tenant of the caller's key (403 otherwise; with auth off it is not checked).
     """
     try:
         body = parse_request(await request.body(), services.settings.gumloop_max_calls)
-        batch_id = await services.submit(to_batch(body))
+        if caller.keyed and body.team_id is not None and body.team_id != caller.tenant:
+            raise Forbidden([Problem(("team_id",), "the team is not this key's tenant", "forbidden")])
+        batch_id = await services.submit(to_batch(body), caller)
     except InvalidBatch as exc:
         return _invalid_request(exc.problems)
     waited = services.settings.sync_wait_seconds

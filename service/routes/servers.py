@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from ..auth import CallerDep
 from ..core.models import ServerInfo
 from ..core.servers import describe_servers
 from ..deps import ServicesDep
@@ -12,6 +13,6 @@ router = APIRouter(prefix="/v1", tags=["servers"])
 
 
 @router.get("/servers", summary="Configured backends and their tools")
-async def list_servers(services: ServicesDep) -> list[ServerInfo]:
-    """Each backend's transport, timeout, limits and their current use, and its cached tools."""
-    return await describe_servers(services)
+async def list_servers(services: ServicesDep, caller: CallerDep) -> list[ServerInfo]:
+    """Each backend the caller's key may call: transport, timeout, limits and their current use, cached tools."""
+    return await describe_servers(services, caller)

@@ -32,7 +32,7 @@ async def test_dev_falls_back_to_fakeredis_and_a_batch_still_runs(
     servers.write_text(json.dumps({"mcpServers": {"demo": stdio_demo()}}))
     async with dev.embedded_redis(tmp_path) as (url, description):
         assert "fakeredis" in description
-        settings = Settings(redis_url=url, servers=servers, worker_idle_poll_seconds=30)
+        settings = Settings(redis_url=url, servers=servers, worker_idle_poll_seconds=30, auth="none")
         async with (
             running_service(settings) as service,
             httpx.AsyncClient(base_url=service.base_url, timeout=60) as client,

@@ -1,0 +1,69 @@
+"""Who is calling: `Authorization: Bearer <key>` checked against the keys file, at the HTTP edge.
+
+REST routes take the caller as a dependency (`CallerDep`); the MCP front door, a plain ASGI endpoint, is wrapped so
+that its tools read the caller from a context variable. With `MCP_BATCH_AUTH=none` every caller is the one default
+tenant with every right.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .core.errors import Unauthenticated
+from .core.tenants import ANYONE, Caller, KeyRing
+
+current_caller: ContextVar[Caller] = ContextVar("current_caller")
+
+
+def identify(authorization: str | None, keyring: KeyRing | None) -> Caller:
+    """The caller an Authorization header names (Unauthenticated when it names none)."""
+    if keyring is None:
+        return ANYONE
+    scheme, _, key = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise Unauthenticated("an API key is required: Authorization: Bearer <key>")
+    caller = keyring.caller(key.strip())
+    if caller is None:
+        raise Unauthenticated("the API key is not valid")
+    return caller
+
+
+def get_caller(request: Request) -> Caller:
+    keyring: KeyRing | None = request.app.state.keyring
+    return identify(request.headers.get("authorization"), keyring)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+class Authenticated:
+    """An ASGI app behind the same check: 401 without a valid key, else the caller is set for the request."""
+
+    def __init__(self, app: ASGIApp, keyring: KeyRing | None) -> None:
+        self.app = app
+        self.keyring = keyring
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            caller = identify(headers.get("authorization"), self.keyring)
+        except Unauthenticated as exc:
+            await unauthorized(str(exc))(scope, receive, send)
+            return
+        token = current_caller.set(caller)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            current_caller.reset(token)
+
+
+def unauthorized(detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
