@@ -54,6 +54,11 @@ class Settings(BaseSettings):
         0.5, gt=0, description="Fallback queue poll when no wake-up arrives (new work wakes workers at once)."
     )
     job_timeout_seconds: int = Field(86_400, ge=1, description="Longest time one batch job may run on a worker.")
+    redis_outage_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="How long a worker waits out a Redis outage, holding finished results, before an item fails.",
+    )
 
 
 @lru_cache
