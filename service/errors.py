@@ -1,6 +1,8 @@
 """The HTTP edge of the error tree: core exceptions become status codes here and nowhere else.
 
 Validation errors never echo the submitted values (a secret in `arguments` must not come back in a 422).
+A Redis failure anywhere in a request is a 503 with one clear sentence, never a traceback; redis-py's pool reconnects
+on the next request, so the API recovers by itself when Redis is back.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .auth import unauthorized
 from .core.errors import (
@@ -22,6 +25,7 @@ from .core.errors import (
     InvalidBatch,
     Unauthenticated,
 )
+from .core.outage import REDIS_DOWN
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +67,42 @@ def install_error_handlers(app: FastAPI) -> None:
     async def conflict(_: Request, exc: Conflict) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
 
-    @app.exception_handler(RedisError)
-    async def storage_down(_: Request, exc: RedisError) -> JSONResponse:
-        logger.error("Redis error: %s", type(exc).__name__)
-        return JSONResponse({"detail": "storage unavailable, try again shortly"}, status_code=503)
+    app.add_middleware(StorageUnavailable)
+
+
+class StorageUnavailable:
+    """ASGI middleware: a RedisError becomes 503 `storage unavailable`.
+
+    Not an exception handler: Starlette's handlers cannot act once a response has started, so a streaming response
+    (`/results`) that loses Redis halfway would end in a traceback. Here it is cut short instead, without its final
+    chunk, so the client sees an incomplete body rather than one that looks whole.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except RedisError as exc:
+            if isinstance(exc, REDIS_DOWN):
+                logger.warning("Redis unavailable (%s: %s)", type(exc).__name__, exc)
+            else:
+                logger.error("Redis error: %s", type(exc).__name__, exc_info=exc)
+            if started:
+                logger.warning(
+                    "%s %s cut short: Redis failed after the response started", scope["method"], scope["path"]
+                )
+                return  # the server drops the connection of a response it did not finish
+            response = JSONResponse({"detail": "storage unavailable, try again shortly"}, status_code=503)
+            await response(scope, receive, send)

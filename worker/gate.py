@@ -4,13 +4,17 @@ The lease comes first so that a call holding a rate slot is never left waiting f
 when their slot says, which is what keeps bursts within the limit at the backend itself. Within a process one lane
 per backend contends for leases at a time (FIFO), the others queue behind it locally; a released lease, published
 by whichever worker released it, wakes the contender at once.
+
+Every limiter call waits out a Redis outage (up to `outage_seconds`) instead of failing the call it admits: a call
+waiting for its slot keeps waiting, and a finished call's lease is still released once Redis is back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Protocol
@@ -18,6 +22,9 @@ from typing import Protocol
 from service.core.backends import Backend, RateLimit
 from service.core.events import Listener
 from service.core.limits import Reservation
+from service.core.outage import REDIS_DOWN, with_redis_retry
+
+logger = logging.getLogger(__name__)
 
 _FALLBACK_POLL = 1.0  # seconds: a lost release message costs at most this much
 
@@ -55,10 +62,11 @@ class Admission:
 class Gate:
     """Admits calls to backends under their limits, shared with every other worker through Redis."""
 
-    def __init__(self, rate: RateLimiting, leases: Leasing, released: Listener) -> None:
+    def __init__(self, rate: RateLimiting, leases: Leasing, released: Listener, outage_seconds: float = 300.0) -> None:
         self.rate = rate
         self.leases = leases
         self.released = released
+        self.outage_seconds = outage_seconds
         self._contenders: dict[str, asyncio.Lock] = {}
         self._paused_until: dict[str, float] = {}  # backends without a rate limit that answered 429 here
 
@@ -73,20 +81,30 @@ class Gate:
             lease = await self._lease(server, backend.max_concurrency, lease_seconds, start + max_wait)
         try:
             if backend.rate_limit or self._paused_until.get(server, 0) > time.monotonic():
-                remaining = max(0.0, max_wait - (time.monotonic() - start))
-                reservation = await self.rate.reserve(server, backend.rate_limit, remaining)
+
+                def reserve() -> Awaitable[Reservation]:
+                    remaining = max(0.0, max_wait - (time.monotonic() - start))  # time spent in an outage counts
+                    return self.rate.reserve(server, backend.rate_limit, remaining)
+
+                reservation = await with_redis_retry(reserve, outage=self.outage_seconds)
                 if not reservation.granted:
                     raise LimitWait("a rate-limit slot", reservation.wait)
                 await asyncio.sleep(reservation.wait)
             yield Admission(time.monotonic() - start)
         finally:
             if lease is not None:
-                await self.leases.release(server, lease)
+                await self._release(server, lease)
 
     async def refused(self, server: str, pause: float) -> None:
         """The backend answered 429: hold every worker's calls to it back for `pause` seconds."""
         self._paused_until[server] = time.monotonic() + pause
-        await self.rate.push_back(server, pause)
+        await with_redis_retry(lambda: self.rate.push_back(server, pause), outage=self.outage_seconds)
+
+    async def _release(self, server: str, lease: str) -> None:
+        try:
+            await with_redis_retry(lambda: self.leases.release(server, lease), outage=self.outage_seconds)
+        except REDIS_DOWN:  # the call itself is done and its result must not be lost for this
+            logger.warning("could not release a lease on %s while Redis was down; it expires by itself", server)
 
     async def _lease(self, server: str, limit: int, lease_seconds: float, deadline: float) -> str:
         lease = self.leases.new_lease()
@@ -94,7 +112,9 @@ class Gate:
             with self.released.watch(server) as released:
                 while True:
                     released.clear()
-                    expires_in = await self.leases.try_acquire(server, limit, lease, lease_seconds)
+                    expires_in = await with_redis_retry(
+                        lambda: self.leases.try_acquire(server, limit, lease, lease_seconds), outage=self.outage_seconds
+                    )
                     if expires_in is None:
                         return lease
                     remaining = deadline - time.monotonic()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ from service.core.catalog import Catalog
 from service.core.events import Listener
 from service.core.keys import Keys
 from service.core.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
+from service.core.outage import redis_retried
 from service.core.precheck import Bounds
 from service.core.settings import Settings, get_settings
 from service.core.store import Store
@@ -50,10 +52,16 @@ async def startup(ctx: dict[str, Any]) -> None:
     ctx["cancels"] = cancels
     ctx["draining"] = asyncio.Event()
     if settings.limiter == "redis":
-        gate = Gate(RateLimiter(redis, keys), LeaseSemaphore(redis, keys), released)
+        gate = Gate(RateLimiter(redis, keys), LeaseSemaphore(redis, keys), released, settings.redis_outage_seconds)
     else:
-        gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released)
-    ctx["store"] = Store(redis, keys, settings.retention_seconds, lease_seconds=settings.lease_seconds)
+        gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released, settings.redis_outage_seconds)
+    ctx["store"] = Store(
+        redis,
+        keys,
+        settings.retention_seconds,
+        lease_seconds=settings.lease_seconds,
+        outage_seconds=settings.redis_outage_seconds,
+    )
     ctx["pool"] = SessionPool(
         registry,
         catalog,
@@ -119,6 +127,9 @@ class Worker(ArqWorker):
             self._beat_at = now
             await self.pool.zadd(self._workers_key, {self.ctx["worker_id"]: now * 1000})
 
+    # arq's own loop lets a Redis error out of the poll, which ends the worker (and `mcp-batch worker` with it):
+    # wait the outage out here instead, however long it lasts; running jobs ride it out in the store and the gate.
+    @redis_retried(outage=math.inf, cap=5.0)
     async def _poll_iteration(self) -> None:
         await self._beat()
         if self._listener is None:

@@ -15,6 +15,8 @@ from contextlib import contextmanager, suppress
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from .outage import backoff
+
 logger = logging.getLogger(__name__)
 
 ANY = "*"  # watch key that every message wakes
@@ -65,7 +67,9 @@ class Listener:
                 event.set()
 
     async def _run(self) -> None:
-        backoff = 0.1
+        # Ends only by cancellation: a lost subscription (Redis restarted, a connection cut) is taken again, with
+        # backoff, for as long as it takes; watchers fall back on their own timeouts meanwhile. One warning per loss.
+        delays, lost = backoff(cap=self._max_backoff), False
         while True:
             try:
                 async with self._redis.pubsub() as pubsub:
@@ -73,14 +77,16 @@ class Listener:
                     async for message in pubsub.listen():
                         if message["type"] == "subscribe":
                             if self.subscribed.is_set():
+                                logger.info("subscribed to %s again", self._channel)
                                 self._wake(None)  # resubscribed: anything may have happened meanwhile
                             self.subscribed.set()
-                            backoff = 0.1
+                            delays, lost = backoff(cap=self._max_backoff), False
                         elif message["type"] == "message":
                             self._wake(message["data"].decode())
             except (RedisError, OSError) as exc:
-                logger.warning(
-                    "lost subscription to %s (%s); retrying in %.1fs", self._channel, type(exc).__name__, backoff
-                )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self._max_backoff)
+                if not lost:
+                    logger.warning("lost subscription to %s (%s); subscribing again", self._channel, type(exc).__name__)
+                lost = True
+            except Exception:  # a bug here must not silence the channel for the rest of the process
+                logger.exception("listener on %s failed; subscribing again", self._channel)
+            await asyncio.sleep(next(delays))

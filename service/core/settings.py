@@ -83,6 +83,11 @@ class Settings(BaseSettings):
         0.2, ge=0, description="Backoff before a second attempt: up to this, doubling each attempt (full jitter)."
     )
     retry_max_seconds: float = Field(5.0, ge=0, description="Longest backoff between two attempts of one call.")
+    redis_outage_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="How long a worker waits out a Redis outage, holding finished results, before an item fails.",
+    )
 
 
 @lru_cache

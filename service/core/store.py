@@ -40,6 +40,7 @@ from .models import (
     ItemStatus,
     Mode,
 )
+from .outage import with_redis_retry
 from .tenants import DEFAULT_TENANT
 
 _CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
@@ -120,6 +121,7 @@ class Store:
         done: Listener | None = None,
         response_max_bytes: int = 300_000,
         lease_seconds: float = 30.0,
+        outage_seconds: float = 300.0,
     ) -> None:
         self.redis = redis
         self.response_max_bytes = response_max_bytes
@@ -135,6 +137,7 @@ class Store:
         self._renew = redis.register_script(scripts.RENEW)
         self._pending: list[tuple[list[str], list[Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self.outage_seconds = outage_seconds  # how long advance() waits out a Redis outage before failing
 
     async def create(
         self,
@@ -410,6 +413,13 @@ class Store:
                 future.set_result(reply)
 
     async def _evalsha_all(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        # While Redis is down or loading its append-only file, the finished items these calls carry exist only in
+        # the worker's memory: wait for Redis rather than drop them. Repeating a call records nothing twice (the
+        # script records a result with HSETNX); its claim is not idempotent, though: a call that ran but whose reply
+        # was lost claimed an item that no lane will run (README, Redis faults, known gaps).
+        return await with_redis_retry(lambda: self._evalsha_once(calls), outage=self.outage_seconds)
+
+    async def _evalsha_once(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         # EVALSHA on a plain pipeline: redis-py's Script objects make every pipeline ask SCRIPT EXISTS first.
         for attempt in range(2):
             async with self.redis.pipeline(transaction=False) as pipe:

@@ -1,0 +1,293 @@
+"""Redis faults: a Redis of the test's own (append-only, on its own port) stopped and started again under the service.
+
+A batch running through a restart completes with every item's result recorded exactly once (a run that meets the
+README's known gap, a claim lost with its reply, is an xfail, and only that); while Redis is down the API answers 503
+with one clear sentence and a worker process keeps running; both recover by themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
+from redis.exceptions import BusyLoadingError, ConnectionError
+
+from service.core.keys import Keys
+from service.core.outage import with_redis_retry
+from service.core.settings import Settings
+from service.errors import install_error_handlers
+from tests.support import (
+    HttpBackendProcess,
+    call_backend,
+    finished,
+    free_port,
+    run_batch,
+    running_service,
+    stdio_demo,
+    submit,
+    worker_processes,
+)
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+UNAVAILABLE = {"detail": "storage unavailable, try again shortly"}
+
+
+class RedisServer:
+    """A redis-server of the test's own: its own port and directory, append-only, every write fsynced before the
+    reply (`appendfsync always`), so even a SIGKILL loses nothing a client was told is written."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir()
+        self.directory = directory
+        self.port = free_port()
+        self.output: list[str] = []
+        self._process: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    async def start(self) -> None:
+        """Start it (again: same port, same directory, so it replays its append-only file); return once it has
+        loaded its data and accepts commands."""
+        argv = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory), "--save", ""]
+        argv += ["--appendonly", "yes", "--appendfsync", "always"]
+        process = await asyncio.create_subprocess_exec(
+            "redis-server", *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        assert process.stdout is not None
+        self._process = process
+        async with asyncio.timeout(20):
+            async for line in process.stdout:  # Redis logs this once its data is loaded
+                self.output.append(line.decode())
+                if b"Ready to accept connections" in line:
+                    break
+            else:
+                raise RuntimeError("redis-server exited:\n" + "".join(self.output[-20:]))
+        self._reader = asyncio.create_task(self._read_on(process.stdout))  # a full pipe would block Redis
+
+    async def stop(self, how: signal.Signals = signal.SIGTERM) -> None:
+        """SIGTERM: Redis flushes its append-only file and exits. SIGKILL: a crash."""
+        if self._process is None or self._process.returncode is not None:
+            return
+        self._process.send_signal(how)
+        async with asyncio.timeout(20):
+            await self._process.wait()
+            if self._reader is not None:
+                await self._reader
+
+    async def _read_on(self, stream: asyncio.StreamReader) -> None:
+        async for line in stream:
+            self.output.append(line.decode())
+
+
+@pytest.fixture
+async def redis_server(tmp_path: Path) -> AsyncIterator[RedisServer]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs a redis-server executable to start, stop and restart")
+    server = RedisServer(tmp_path / "redis")
+    await server.start()
+    yield server
+    await server.stop(signal.SIGKILL)
+
+
+def settings_for(server: RedisServer, tmp_path: Path, servers: dict[str, Any]) -> Settings:
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return Settings(redis_url=server.url, servers=path)
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 30) -> None:
+    """Wait for a condition that only Redis or the API can tell, polling: there is no event to wait on."""
+    async with asyncio.timeout(timeout):
+        while not await check():  # noqa: ASYNC110 - the state is in Redis or behind HTTP
+            await asyncio.sleep(0.02)
+
+
+async def xfail_if_only_claims_were_lost(
+    redis: aioredis.Redis, batch_id: str, calls: list[dict[str, Any]], counted_url: str
+) -> None:
+    """The known gap (README, Redis faults): Redis ran a finish-and-claim call and stopped before replying, so the
+    retry recorded the finished item once but claimed another, and the item claimed by the lost reply never runs.
+    Its mark: every item claimed, every result recorded once, and the items without one never called. Anything
+    else (a result lost or doubled, an item called twice) fails the test."""
+    keys = Keys()
+    claimed = int(await redis.hget(keys.batch(batch_id), "claimed") or 0)
+    recorded = {int(index) for index in await redis.hkeys(keys.results(batch_id))}
+    order = [int(index) for index in await redis.lrange(keys.finished(batch_id), 0, -1)]
+    missing = sorted(set(range(len(calls))) - recorded)
+    called = len((await call_backend(counted_url, "stats"))["arrivals"])
+    if (
+        claimed == len(calls)
+        and sorted(order) == sorted(recorded)
+        and called == sum(calls[index]["server"] == "counted" for index in recorded)
+        and 0 < len(missing) <= 8  # at most one lost reply per lane
+    ):
+        pytest.xfail(f"claims lost with their replies when Redis stopped: items {missing} never ran")
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+async def test_a_batch_runs_through_a_redis_restart_with_every_result_recorded_once(
+    redis_server: RedisServer, fresh_backend: HttpBackendProcess, tmp_path: Path, how: signal.Signals
+) -> None:
+    # Limits loose enough not to slow the batch, so that every call also takes a lease and a rate slot in Redis.
+    limited = {"url": fresh_backend.url, "max_concurrency": 8, "rate_limit": {"per_second": 500, "burst": 50}}
+    settings = settings_for(redis_server, tmp_path, {"demo": stdio_demo(), "counted": limited})
+    stamp = {"server": "counted", "tool": "stamp", "arguments": {"seconds": 0.1}}  # the backend counts these
+    sleep = {"server": "demo", "tool": "sleep", "arguments": {"seconds": 0.1}}  # and these go over stdio
+    calls = [sleep if i % 4 == 0 else stamp for i in range(200)]
+    async with (
+        running_service(settings) as service,
+        httpx.AsyncClient(base_url=service.base_url, timeout=60) as client,
+        aioredis.Redis.from_url(redis_server.url) as redis,
+    ):
+        batch_id = (await submit(client, calls, max_concurrency=8))["id"]
+        finished_key = Keys().finished(batch_id)
+
+        async def a_quarter_done() -> bool:
+            return int(await redis.llen(finished_key)) >= 50
+
+        await until(a_quarter_done)
+        await redis_server.stop(how)
+        assert (await client.get("/healthz")).status_code == 503
+        await asyncio.sleep(1.5)  # the outage itself: lanes finish their calls meanwhile and hold the results
+        await redis_server.start()
+        try:
+            document = await finished(client, batch_id, timeout=20)  # about 3 s of work is left
+        except TimeoutError:
+            await xfail_if_only_claims_were_lost(redis, batch_id, calls, fresh_backend.url)
+            raise
+        order = [int(index) for index in await redis.lrange(finished_key, 0, -1)]
+        async with client.stream("GET", f"/v1/batches/{batch_id}/results") as response:
+            lines = [json.loads(line) async for line in response.aiter_lines()]
+
+    assert document["counts"] == {
+        "total": 200,
+        "succeeded": 200,
+        "failed": 0,
+        "pending": 0,
+        "running": 0,
+        "skipped": 0,
+    }
+    assert sorted(order) == list(range(200))  # each item finished exactly once
+    assert sorted(item["index"] for item in lines) == list(range(200))
+    assert {item["status"] for item in lines} == {"ok"}
+    stats = await call_backend(fresh_backend.url, "stats")
+    assert len(stats["arrivals"]) == sum(call is stamp for call in calls)  # and was called exactly once
+
+
+async def test_while_redis_is_down_the_api_answers_503_and_api_and_worker_recover_by_themselves(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    settings = settings_for(redis_server, tmp_path, {"demo": stdio_demo()})
+    echo = {"server": "demo", "tool": "echo", "arguments": {"message": "hi"}}
+    async with (
+        running_service(settings) as service,
+        httpx.AsyncClient(base_url=service.base_url, timeout=30) as client,
+    ):
+        service.worker.allow_pick_jobs = False  # the work goes to the worker process: its survival is the point
+        with worker_processes(settings, 1, tmp_path) as (process,):
+            before = await run_batch(client, [echo])
+            batch = f"/v1/batches/{before['id']}"
+            await redis_server.stop()
+            outage_ends = time.monotonic() + 3
+
+            requests = [("POST", "/v1/batches", {"calls": [echo]})]
+            requests += [("GET", path, None) for path in (batch, f"{batch}?wait=5", f"{batch}/results")]
+            requests += [("GET", f"{batch}/items/0", None)]
+            for method, path, body in requests:
+                response = await client.request(method, path, json=body)
+                assert (response.status_code, response.json()) == (503, UNAVAILABLE), path
+            assert (await client.get("/healthz")).status_code == 503
+
+            await asyncio.sleep(outage_ends - time.monotonic())  # the rest of the outage
+            assert process.poll() is None, "the worker process died with Redis"
+            assert not service.worker.main_task.done()
+            await redis_server.start()
+
+            assert (await client.get("/healthz")).status_code == 200
+            assert (await client.get(batch)).json()["status"] == "completed"
+            assert (await client.get(f"{batch}/results")).status_code == 200
+            assert all(server["tools"] for server in (await client.get("/v1/servers")).json())
+            after = await run_batch(client, [echo])
+            assert after["ok"]
+            assert after["results"][0]["worker"] == f"{socket.gethostname()}:{process.pid}"
+    log = (tmp_path / "worker-0.log").read_text()
+    assert "Traceback" not in log
+    assert log.count("Redis is unreachable") == 1  # one warning for the outage, not one per retry
+    assert "Redis is back" in log
+
+
+async def test_a_stream_that_loses_redis_midway_is_cut_short_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.get("/lines")
+    async def lines() -> StreamingResponse:
+        async def body() -> AsyncIterator[bytes]:
+            yield b'{"seq": 1}\n'
+            raise ConnectionError("Connection closed by server.")
+
+        return StreamingResponse(body(), media_type="application/x-ndjson")
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
+    task = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(20):
+            while not server.started:  # noqa: ASYNC110 - uvicorn offers no start event to await
+                await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            with pytest.raises(httpx.RemoteProtocolError):  # an incomplete body, never one that looks whole
+                async with client.stream("GET", "/lines") as response:
+                    assert response.status_code == 200
+                    await response.aread()
+    finally:
+        server.should_exit = True
+        await task
+    assert "Exception in ASGI application" not in caplog.text
+    assert "cut short" in caplog.text
+
+
+async def test_a_redis_call_is_retried_through_an_outage_and_a_loading_redis() -> None:
+    failures: list[Exception] = [ConnectionError("refused"), ConnectionError("refused"), BusyLoadingError("LOADING")]
+
+    async def call() -> str:
+        if failures:
+            raise failures.pop(0)
+        return "answered"
+
+    assert await with_redis_retry(call, outage=10) == "answered"
+    assert not failures
+
+
+async def test_a_redis_call_gives_up_once_the_outage_lasts_too_long() -> None:
+    attempts = 0
+
+    async def call() -> None:
+        nonlocal attempts
+        attempts += 1
+        raise ConnectionError("refused")
+
+    start = time.monotonic()
+    with pytest.raises(ConnectionError):
+        await with_redis_retry(call, outage=0.5)
+    assert 0.5 <= time.monotonic() - start < 1.5
+    assert attempts > 2  # retried with backoff meanwhile
