@@ -64,7 +64,7 @@ class BackendSession:
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
         except BaseException:
-            await self.close()
+            await self.close(wait=0.0)  # still starting: stop it now (a stdio process is reaped by its owner)
             raise
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
@@ -88,12 +88,13 @@ class BackendSession:
         finally:
             self.client = None
 
-    async def close(self) -> None:
+    async def close(self, wait: float = 5.0) -> None:
+        """End the session: its owner leaves the client's context within `wait` seconds, or is cancelled."""
         self._closing.set()
         owner, self._owner = self._owner, None
         if owner is not None and not owner.done():
             try:
-                await asyncio.wait_for(owner, 5.0)
+                await asyncio.wait_for(owner, wait)
             except (TimeoutError, asyncio.CancelledError):
                 owner.cancel()
                 with suppress(BaseException):

@@ -109,7 +109,7 @@ async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0, generati
         meta = await store.meta(batch_id)
     except BatchNotFound:
         logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
-        await store.release(job)
+        await store.release(batch_id, job)
         return
     run = _Shard(meta)
     renewing = asyncio.create_task(_renew(store, batch_id, job, settings.lease_seconds / 3, run))
@@ -118,7 +118,9 @@ async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0, generati
         lanes = 1 if meta.mode is Mode.serial else shards.lanes(meta.max_concurrency, meta.shards, shard)
         run.lanes = [_Lane() for _ in range(lanes)]
         references = BatchReferences(store, batch_id)
-        await asyncio.gather(*(_lane(ctx, batch_id, job, run, lane, references) for lane in run.lanes))
+        async with asyncio.TaskGroup() as lanes_group:  # one lane failing (Redis gone too long) stops the others
+            for lane in run.lanes:
+                lanes_group.create_task(_lane(ctx, batch_id, job, run, lane, references))
     finally:
         for task in (renewing, watching):
             task.cancel()
@@ -126,8 +128,9 @@ async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0, generati
                 await task
     if run.reason == "shutdown":
         await _hand_back(ctx, batch_id, shard, generation, run)
-    else:
-        await store.release(job)
+    elif await store.release(batch_id, job) == "replaced":
+        logger.warning("job %s held claims lost with Redis replies; queued a job for them", job)
+        await requeue(ctx, batch_id, shard, generation + 1)
     logger.info("batch %s: job %s has no more items to run", batch_id, job)
 
 

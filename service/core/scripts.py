@@ -103,18 +103,20 @@ return {-1}
 )
 
 # Take a shard job's part back: its in-flight items become orphans, and unless the batch is ending a replacement
-# job gets the lease (the caller then queues it). Without force only a lapsed lease is taken, and a job still
-# waiting in arq's queue (not in progress) only has its lease extended.
-# KEYS: common, 13 arq queue, 14 arq job, 15 arq in-progress. ARGV: 4 job, 5 new job, 6 lease ms, 7 force,
+# job gets the lease (the caller then queues it). ARGV[7] is the mode: '0' a lapsed lease (only then; a job still
+# waiting in arq's queue, not in progress, only has its lease extended), '1' a graceful hand-back, '2' a job that
+# ran out of items: what it still holds are claims whose replies were lost (Redis stopped before answering), never
+# dispatched, and only then is a replacement made.
+# KEYS: common, 13 arq queue, 14 arq job, 15 arq in-progress. ARGV: 4 job, 5 new job, 6 lease ms, 7 mode,
 # 8 ttl ms, 9 indexes surely never dispatched (comma-separated).
-# Returns 'gone' (no such lease), 'alive', 'queued', 'done' (nothing to continue) or 'replaced'.
+# Returns 'gone' (no such lease), 'alive', 'queued', 'released', 'done' (nothing to continue) or 'replaced'.
 TAKE_OVER = (
     _COMMON
     + """
 local now = lease_now()
 local score = redis.call('ZSCORE', KEYS[9], ARGV[4])
 if not score then return 'gone' end
-if ARGV[7] ~= '1' then
+if ARGV[7] == '0' then
   if tonumber(score) > now then return 'alive' end
   if redis.call('ZSCORE', KEYS[13], ARGV[4]) and redis.call('EXISTS', KEYS[15]) == 0 then
     redis.call('ZADD', KEYS[9], now + tonumber(ARGV[6]), ARGV[4])
@@ -127,12 +129,15 @@ redis.call('DEL', KEYS[14], KEYS[15])
 local clean = {}
 for i in string.gmatch(ARGV[9], '%d+') do clean[i] = true end
 local held = redis.call('HGETALL', KEYS[7])
+local moved = 0
 for i = 1, #held, 2 do
   if held[i + 1] == ARGV[4] then
     redis.call('HDEL', KEYS[7], held[i])
     if redis.call('HEXISTS', KEYS[3], held[i]) == 0 then
-      redis.call('RPUSH', KEYS[8], held[i] .. ':' .. (clean[held[i]] and '0' or '1'))
+      local fresh = clean[held[i]] or ARGV[7] == '2'
+      redis.call('RPUSH', KEYS[8], held[i] .. ':' .. (fresh and '0' or '1'))
       redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[8]))
+      moved = moved + 1
     end
   end
 end
@@ -143,6 +148,7 @@ if halt then
   if redis.call('HLEN', KEYS[7]) == 0 then finalize(halt) end
   return 'done'
 end
+if ARGV[7] == '2' and moved == 0 then return 'released' end
 redis.call('ZADD', KEYS[9], now + tonumber(ARGV[6]), ARGV[5])
 return 'replaced'
 """

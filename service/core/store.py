@@ -22,7 +22,7 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
-from . import scripts
+from . import scripts, shards
 from .document import LIMITS, iso, render, spec_fields
 from .errors import BatchAlreadyFinished, BatchNotFound, ItemNotFound
 from .events import Listener
@@ -67,6 +67,11 @@ def _summary(batch_id: str, row: list[str | None]) -> BatchSummary:
         finished_at=iso(float(ended)) if ended else None,
         retry_of=retry_of,
     )
+
+
+def _next_generation(job: str) -> tuple[str, int, int]:
+    batch_id, shard, generation = shards.parse(job)
+    return batch_id, shard, generation + 1
 
 
 def new_batch_id() -> str:
@@ -340,17 +345,25 @@ class Store:
         keys = [self.keys.jobs, *self.keys.batch_keys(batch_id)]
         return bool(await self._renew(keys, [job, self.lease_ms, self.live_ms]))
 
-    async def release(self, job: str) -> None:
-        """A shard job ended with nothing left to claim: drop its lease."""
-        await self.redis.zrem(self.keys.jobs, job)
+    async def release(self, batch_id: str, job: str) -> str:
+        """A shard job ran out of items: drop its lease. Claims it still holds were lost with their replies (Redis
+        stopped before answering); those go to a replacement job ('replaced': the caller queues it)."""
+        new_job = shards.job_id(*_next_generation(job))
+        return await self.take_over(batch_id, job, new_job, mode="2")
 
     async def take_over(
-        self, batch_id: str, job: str, new_job: str, force: bool = False, never_dispatched: list[int] | None = None
+        self,
+        batch_id: str,
+        job: str,
+        new_job: str,
+        force: bool = False,
+        never_dispatched: list[int] | None = None,
+        mode: str | None = None,
     ) -> str:
         """Hand a shard job's in-flight items to a replacement job (leased to `new_job`, which the caller queues).
 
         Without force, only when the job's lease has lapsed. Returns 'replaced' when the caller must queue
-        `new_job`; 'gone', 'alive', 'queued' or 'done' when not."""
+        `new_job`; 'gone', 'alive', 'queued', 'released' or 'done' when not."""
         keys = [
             *self._script_keys(batch_id),
             self.keys.queue,
@@ -358,7 +371,8 @@ class Store:
             self.keys.arq_in_progress(job),
         ]
         clean = ",".join(str(i) for i in never_dispatched or [])
-        args = [*self._script_args(batch_id), job, new_job, self.lease_ms, "1" if force else "0", self.live_ms, clean]
+        mode = mode or ("1" if force else "0")
+        args = [*self._script_args(batch_id), job, new_job, self.lease_ms, mode, self.live_ms, clean]
         reply = await self._take_over(keys, args)
         return cast(bytes, reply).decode()
 
@@ -415,8 +429,8 @@ class Store:
     async def _evalsha_all(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         # While Redis is down or loading its append-only file, the finished items these calls carry exist only in
         # the worker's memory: wait for Redis rather than drop them. Repeating a call records nothing twice (the
-        # script records a result with HSETNX); its claim is not idempotent, though: a call that ran but whose reply
-        # was lost claimed an item that no lane will run (README, Redis faults, known gaps).
+        # script records a result with HSETNX). Its claim is not: a call that ran but whose reply was lost claimed
+        # an item no lane saw; it stays noted against the job, and release() hands it to a replacement.
         return await with_redis_retry(lambda: self._evalsha_once(calls), outage=self.outage_seconds)
 
     async def _evalsha_once(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
@@ -507,7 +521,10 @@ class Store:
         end = -1 if limit is None else offset + limit - 1
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hgetall(meta_k)
-            pipe.lrange(calls_k, offset, end)
+            if end < offset and limit is not None:  # limit=0: no page (LRANGE with end -1 would read them all)
+                pipe.lrange(calls_k, 1, 0)
+            else:
+                pipe.lrange(calls_k, offset, end)
             if limit is None:
                 pipe.hgetall(results_k)
             else:

@@ -200,3 +200,37 @@ async def test_the_unfinished_count_follows_items_and_ends(redis: aioredis.Redis
     assert a is not None
     await store.advance(batch_id, job, (a, record("error")), want_next=True)  # stops: the other two never run
     assert await store.unfinished_items() == 0
+
+
+async def test_a_claim_lost_with_its_reply_is_run_by_a_replacement_when_the_job_ends(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(3))
+    a = await store.advance(batch_id, job, None, want_next=True)
+    lost = await store.advance(batch_id, job, None, want_next=True)  # Redis claimed it; the reply never arrived
+    assert a is not None and lost is not None
+    c = await store.advance(batch_id, job, (a, record("ok")), want_next=True)
+    assert c is not None
+    assert await store.advance(batch_id, job, (c, record("ok")), want_next=True) is None  # nothing left to claim
+    assert await store.release(batch_id, job) == "replaced"
+    new_job = shards.job_id(batch_id, 0, 1)
+    again = await store.advance(batch_id, new_job, None, want_next=True)
+    assert again is not None and again.index == lost.index and not again.recovered  # it never reached a backend
+    await store.advance(batch_id, new_job, (again, record("ok")), want_next=True)
+    assert await store.release(batch_id, new_job) == "done"
+    assert (await store.document(batch_id)).status == "completed"
+
+
+async def test_a_job_that_ends_holding_nothing_just_drops_its_lease(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job, other) = await create(store, batch(2), jobs=2)
+    a = await store.advance(batch_id, job, None, want_next=True)
+    assert a is not None
+    await store.advance(batch_id, job, (a, record("ok")), want_next=False)
+    assert await store.release(batch_id, job) == "released"
+    assert await redis.zscore(Keys().jobs, job) is None and await redis.zscore(Keys().jobs, other) is not None
+
+
+async def test_a_document_without_a_page_reads_no_calls(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, _ = await create(store, batch(3))
+    assert (await store.document(batch_id, 0, 0)).results == []
