@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from .core.errors import ConfigError
 from .core.models import ItemStatus
+from .core.tenants import KeyEntry, new_key
 from .remote import DEFAULT_SERVER_URL, Progress, Remote, RemoteError, load_batch
 
 
@@ -66,7 +67,7 @@ def _demo_backend(args: argparse.Namespace) -> None:
 
 def _submit(args: argparse.Namespace) -> int:
     batch = load_batch(args.file)  # every check that needs no server, before anything is sent
-    with Remote(_server_url(args)) as remote:
+    with Remote(_server_url(args), api_key=_api_key(args)) as remote:
         document = remote.submit(batch)
         batch_id = document["id"]
         if not (args.wait or args.out):
@@ -96,7 +97,7 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _get(args: argparse.Namespace) -> int:
-    with Remote(_server_url(args)) as remote:
+    with Remote(_server_url(args), api_key=_api_key(args)) as remote:
         if args.wait:
             *_, document = remote.wait(args.id, args.wait)
         else:
@@ -106,7 +107,7 @@ def _get(args: argparse.Namespace) -> int:
 
 
 def _results(args: argparse.Namespace) -> int:
-    with Remote(_server_url(args)) as remote:
+    with Remote(_server_url(args), api_key=_api_key(args)) as remote:
         written, cursor = _copy_results(remote, args.id, args.out, args.status, args.after)
     if args.out:
         print(f"{written} results written to {args.out}; next: --after {cursor}")
@@ -149,6 +150,35 @@ def _server_url(args: argparse.Namespace) -> str:
     return args.server_url or os.environ.get("MCP_BATCH_SERVER_URL") or DEFAULT_SERVER_URL
 
 
+def _api_key(args: argparse.Namespace) -> str | None:
+    key: str | None = args.api_key or os.environ.get("MCP_BATCH_API_KEY")
+    return key
+
+
+def _keys_new(args: argparse.Namespace) -> int:
+    """Print a new key once, and the keys-file line that holds only its hash."""
+    key, digest = new_key()
+    line: dict[str, Any] = {"sha256": digest, "tenant": args.tenant}
+    if args.name:
+        line["name"] = args.name
+    if args.servers != "*":
+        line["servers"] = [name.strip() for name in args.servers.split(",") if name.strip()]
+    if args.write:
+        line["write"] = True
+    for field in ("max_calls_per_batch", "max_unfinished_items", "rate_share"):
+        if getattr(args, field) is not None:
+            line[field] = getattr(args, field)
+    try:
+        KeyEntry.model_validate(line)  # the same checks the service makes when it reads the file
+    except ValueError as exc:
+        raise ConfigError(str(exc).splitlines()[1] if "\n" in str(exc) else str(exc)) from None
+    print(f"key: {key}")
+    print("(shown once: store it now; the service keeps only its hash)\n")
+    print('add this entry to the "keys" list of the keys file (MCP_BATCH_KEYS):')
+    print(json.dumps(line))
+    return 0
+
+
 def _statuses(value: str) -> str:
     """`--status ok,error`: every name must be an item status."""
     names = [name.strip() for name in value.split(",") if name.strip()]
@@ -160,18 +190,21 @@ def _statuses(value: str) -> str:
 
 def _add_client_commands(sub: Any) -> None:
     url_help = f"the mcp-batch server (default: $MCP_BATCH_SERVER_URL, else {DEFAULT_SERVER_URL})"
+    key_help = "the API key (default: $MCP_BATCH_API_KEY); needed unless the server runs with MCP_BATCH_AUTH=none"
 
     submit = sub.add_parser("submit", help="check a batch file and submit it; --wait follows it to the end")
     submit.add_argument("file", metavar="FILE.json", help="a batch in the POST /v1/batches shape, or - for stdin")
     submit.add_argument("--wait", action="store_true", help="show progress on stderr and print the final document")
     submit.add_argument("--out", metavar="FILE", help="write the results as JSON Lines to FILE (implies --wait)")
     submit.add_argument("--server-url", metavar="URL", help=url_help)
+    submit.add_argument("--api-key", metavar="KEY", help=key_help)
     submit.set_defaults(run=_submit)
 
     get = sub.add_parser("get", help="print a batch document")
     get.add_argument("id")
     get.add_argument("--wait", type=float, default=0, metavar="S", help="wait up to S seconds for the batch to end")
     get.add_argument("--server-url", metavar="URL", help=url_help)
+    get.add_argument("--api-key", metavar="KEY", help=key_help)
     get.set_defaults(run=_get)
 
     results = sub.add_parser("results", help="stream a batch's finished items as JSON Lines, in finish order")
@@ -180,6 +213,7 @@ def _add_client_commands(sub: Any) -> None:
     results.add_argument("--after", type=int, metavar="N", help="only items finished after the one with seq N")
     results.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
     results.add_argument("--server-url", metavar="URL", help=url_help)
+    results.add_argument("--api-key", metavar="KEY", help=key_help)
     results.set_defaults(run=_results)
 
 
@@ -204,6 +238,17 @@ def main(argv: list[str] | None = None) -> None:
     demo = sub.add_parser("demo-backend", help="run the demo MCP backend (stdio, or --transport http)")
     demo.add_argument("rest", nargs=argparse.REMAINDER)
     demo.set_defaults(run=_demo_backend)
+
+    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
+    new = keys.add_parser("new", help="make a key: print it once, and the keys-file entry with its hash")
+    new.add_argument("--tenant", required=True, help="the tenant the key acts for")
+    new.add_argument("--name", help="what the key is for")
+    new.add_argument("--servers", default="*", metavar="A,B", help="servers it may call (default: all, *)")
+    new.add_argument("--write", action="store_true", help="it may run write tools (read_only: false)")
+    new.add_argument("--max-calls-per-batch", type=int, metavar="N", help="its own most calls per batch")
+    new.add_argument("--max-unfinished-items", type=int, metavar="N", help="its tenant's most unfinished items")
+    new.add_argument("--rate-share", type=float, metavar="F", help="its tenant's share of each backend's rate (0-1]")
+    new.set_defaults(run=_keys_new)
 
     _add_client_commands(sub)
 

@@ -126,10 +126,11 @@ class Results:
 class Remote:
     """A client of one mcp-batch server. Use as a context manager."""
 
-    def __init__(self, base_url: str, timeout: float = 30) -> None:
+    def __init__(self, base_url: str, timeout: float = 30, api_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._timeout = timeout
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
 
     def __enter__(self) -> Remote:
         return self

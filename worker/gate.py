@@ -21,7 +21,7 @@ from typing import Protocol
 
 from service.core.backends import Backend, RateLimit
 from service.core.events import Listener
-from service.core.limits import Reservation
+from service.core.limits import Reservation, share_of
 from service.core.outage import REDIS_DOWN, with_redis_retry
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,9 @@ _FALLBACK_POLL = 1.0  # seconds: a lost release message costs at most this much
 
 
 class RateLimiting(Protocol):
-    async def reserve(self, server: str, limit: RateLimit | None, max_wait: float) -> Reservation: ...
+    async def reserve(
+        self, server: str, limit: RateLimit | None, max_wait: float, tenant: str | None = None
+    ) -> Reservation: ...
 
     async def push_back(self, server: str, pause: float) -> None: ...
 
@@ -72,28 +74,48 @@ class Gate:
 
     @asynccontextmanager
     async def admit(
-        self, server: str, backend: Backend, max_wait: float, lease_seconds: float
+        self,
+        server: str,
+        backend: Backend,
+        max_wait: float,
+        lease_seconds: float,
+        share: tuple[str, float] | None = None,
     ) -> AsyncIterator[Admission]:
-        """Hold a lease and a rate slot for one call; LimitWait if either is further away than `max_wait`."""
+        """Hold a lease and a rate slot for one call; LimitWait if either is further away than `max_wait`.
+
+        `share` (tenant, fraction): the call also takes a slot of that tenant's share of the backend's rate."""
         start = time.monotonic()
         lease = None
         if backend.max_concurrency:
             lease = await self._lease(server, backend.max_concurrency, lease_seconds, start + max_wait)
         try:
+            wait = 0.0
+            if backend.rate_limit and share is not None:
+                tenant, fraction = share
+                mine = await self._reserve(server, share_of(backend.rate_limit, fraction), start, max_wait, tenant)
+                if not mine.granted:
+                    raise LimitWait("a slot of the tenant's share of the rate limit", mine.wait)
+                wait = mine.wait
             if backend.rate_limit or self._paused_until.get(server, 0) > time.monotonic():
-
-                def reserve() -> Awaitable[Reservation]:
-                    remaining = max(0.0, max_wait - (time.monotonic() - start))  # time spent in an outage counts
-                    return self.rate.reserve(server, backend.rate_limit, remaining)
-
-                reservation = await with_redis_retry(reserve, outage=self.outage_seconds)
+                reservation = await self._reserve(server, backend.rate_limit, start, max_wait)
                 if not reservation.granted:
                     raise LimitWait("a rate-limit slot", reservation.wait)
-                await asyncio.sleep(reservation.wait)
+                wait = max(wait, reservation.wait)
+            if wait > 0:
+                await asyncio.sleep(wait)
             yield Admission(time.monotonic() - start)
         finally:
             if lease is not None:
                 await self._release(server, lease)
+
+    async def _reserve(
+        self, server: str, limit: RateLimit | None, start: float, max_wait: float, tenant: str | None = None
+    ) -> Reservation:
+        def reserve() -> Awaitable[Reservation]:
+            remaining = max(0.0, max_wait - (time.monotonic() - start))  # time spent in an outage counts
+            return self.rate.reserve(server, limit, remaining, tenant)
+
+        return await with_redis_retry(reserve, outage=self.outage_seconds)
 
     async def refused(self, server: str, pause: float) -> None:
         """The backend answered 429: hold every worker's calls to it back for `pause` seconds."""

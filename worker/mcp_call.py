@@ -272,10 +272,12 @@ async def run_call(
     worker: str,
     read_only: bool = True,
     dispatched: Callable[[], None] | None = None,
+    share: tuple[str, float] | None = None,
 ) -> dict[str, Any]:
     """Run one item and return its result record; never raises for a failure of the call itself.
 
-    `dispatched` is called just before the request is sent (from then on the call may have reached its backend).
+    `dispatched` is called just before the request is sent (from then on the call may have reached its backend);
+    `share` (tenant, fraction) holds the call to its tenant's share of the backend's rate limit.
     A recovered claim (its first worker stopped mid-call) runs again only for a read-only or idempotent tool."""
     started = time.time()
     clock = time.monotonic()
@@ -310,7 +312,7 @@ async def run_call(
     while True:
         try:
             async with pool.gate.admit(
-                claim.server, session.backend, pool.max_limit_wait, timeout + _LEASE_MARGIN
+                claim.server, session.backend, pool.max_limit_wait, timeout + _LEASE_MARGIN, share
             ) as gate:
                 record["rate_wait_seconds"] = round(record["rate_wait_seconds"] + gate.waited, 6)
                 record["attempts"] += 1  # counted when sent: a call the gate turns away was never sent

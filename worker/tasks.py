@@ -154,7 +154,7 @@ async def _lane(
         try:
             async with asyncio.timeout_at(run.when(lane)) as timeout:
                 lane.timeout = timeout
-                record = await _run_item(pool, references, claim, worker_id, run.meta.read_only, dispatched)
+                record = await _run_item(pool, references, claim, worker_id, run.meta, dispatched)
         except TimeoutError:
             if not timeout.expired():
                 raise
@@ -175,13 +175,14 @@ async def _run_item(
     references: BatchReferences,
     claim: Claim,
     worker_id: str,
-    read_only: bool,
+    meta: BatchMeta,
     dispatched: Callable[[], None],
 ) -> dict[str, Any]:
+    share = None if meta.rate_share is None else (meta.tenant, meta.rate_share)
     try:
         prepared = await references.prepare(claim)
         if isinstance(prepared, Claim):
-            return await run_call(pool, prepared, worker_id, read_only, dispatched)
+            return await run_call(pool, prepared, worker_id, meta.read_only, dispatched, share)
         now = iso(time.time())  # ended before dispatch: nothing ran
         return prepared | {"worker": worker_id, "started_at": now, "finished_at": now, "attempts": 0}
     except Exception:  # a bug must not leave the item running forever

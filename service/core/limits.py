@@ -104,6 +104,15 @@ def buckets(limit: RateLimit) -> list[Bucket]:
     return result
 
 
+def share_of(limit: RateLimit, share: float) -> RateLimit:
+    """A tenant's part of a backend's rate limit: `share` of its rates, and of its burst (at least one call)."""
+    return RateLimit(
+        per_second=limit.per_second * share if limit.per_second else None,
+        per_minute=limit.per_minute * share if limit.per_minute else None,
+        burst=max(1, int((limit.burst or 1) * share)),
+    )
+
+
 @dataclass(frozen=True)
 class Reservation:
     """The answer of `reserve`: granted (wait `wait` seconds, then call) or refused (the slot was `wait` away)."""
@@ -121,12 +130,16 @@ class RateLimiter:
         self._reserve = redis.register_script(_RESERVE)
         self._push_back = redis.register_script(_PUSH_BACK)
 
-    async def reserve(self, server: str, limit: RateLimit | None, max_wait: float) -> Reservation:
-        """Book the next slot (`limit` None: only a backend's pause applies)."""
+    async def reserve(
+        self, server: str, limit: RateLimit | None, max_wait: float, tenant: str | None = None
+    ) -> Reservation:
+        """Book the next slot (`limit` None: only a backend's pause applies); with `tenant`, in that tenant's own
+        bucket of the backend (its share, see `share_of`)."""
         args: list[Any] = [round(max_wait * _US)]
         for b in buckets(limit) if limit else ():
             args += [b.field, b.interval, b.tolerance]
-        granted, wait = await self._reserve(keys=[self._keys.rate(server)], args=args)
+        key = self._keys.rate(server) if tenant is None else self._keys.tenant_rate(server, tenant)
+        granted, wait = await self._reserve(keys=[key], args=args)
         return Reservation(bool(int(granted)), int(wait) / _US)
 
     async def push_back(self, server: str, pause: float) -> None:
@@ -156,7 +169,10 @@ class LocalRateLimiter:
     def __init__(self) -> None:
         self._tats: dict[tuple[str, str], float] = {}
 
-    async def reserve(self, server: str, limit: RateLimit | None, max_wait: float) -> Reservation:
+    async def reserve(
+        self, server: str, limit: RateLimit | None, max_wait: float, tenant: str | None = None
+    ) -> Reservation:
+        server = server if tenant is None else f"{server}\n{tenant}"
         now = time.time() * _US
         admit = max(now, self._tats.get((server, "pause"), 0))
         todo = buckets(limit) if limit else []
