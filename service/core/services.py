@@ -25,6 +25,7 @@ from .retry import retry_request
 from .settings import Settings
 from .store import Store, new_batch_id
 from .validation import validate_batch
+from .webhooks import WebhookPolicy
 
 _LIVE_SECONDS = 15.0  # a worker that beat within this long counts as live (workers beat about once a second)
 
@@ -45,6 +46,7 @@ class Services:
     def validate(self, request: BatchRequest) -> int:
         """Whole-batch checks (InvalidBatch lists every fault); the batch's effective max_concurrency."""
         settings = self.settings
+        secret = settings.webhook_secret
         return validate_batch(
             request,
             settings.max_calls_per_batch,
@@ -53,6 +55,7 @@ class Services:
             settings.response_max_bytes_ceiling,
             settings.retention_ceiling_seconds,
             settings.max_call_timeout_seconds,
+            WebhookPolicy.build(settings.webhook_allow, secret.get_secret_value() if secret else None),
         )
 
     async def submit(
