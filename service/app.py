@@ -20,7 +20,7 @@ from .core.store import Store
 from .core.tenants import load_keys
 from .errors import install_error_handlers
 from .mcp_endpoint import build_mcp_server, mcp_routes
-from .routes import batches, gumloop, health, servers
+from .routes import batches, events, gumloop, health, servers
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -66,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.keyring = keyring
     install_error_handlers(app)
     app.include_router(batches.router)
+    app.include_router(events.router)
     app.include_router(servers.router)
     app.include_router(gumloop.router)
     app.include_router(health.router)

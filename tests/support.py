@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any
 import httpx
 import uvicorn
 from mcp import Client
+from pydantic import SecretStr
 
 from service.app import create_app
 from service.core.settings import Settings
@@ -187,8 +189,16 @@ def worker_processes(settings: Settings, count: int, tmp: Path) -> Iterator[list
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
-    """The settings as MCP_BATCH_* variables, for child processes."""
-    return {f"MCP_BATCH_{name.upper()}": str(value) for name, value in settings.model_dump().items()}
+    """The settings as MCP_BATCH_* variables, for child processes (lists as JSON, secrets revealed, None left out)."""
+    env = {}
+    for name, value in settings.model_dump().items():
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        elif isinstance(value, list | dict):
+            value = json.dumps(value)
+        if value is not None:
+            env[f"MCP_BATCH_{name.upper()}"] = str(value)
+    return env
 
 
 async def call_backend(url: str, tool: str, arguments: dict[str, Any] | None = None) -> Any:

@@ -31,6 +31,7 @@ from .gate import Gate
 from .mcp_call import SessionPool
 from .recovery import recover_forever
 from .tasks import run_batch
+from .webhooks import deliver_forever
 
 logger = logging.getLogger(__name__)
 
@@ -76,19 +77,24 @@ async def startup(ctx: dict[str, Any]) -> None:
     )
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}"
     ctx["recovery"] = asyncio.create_task(recover_forever(ctx), name="recovery")
+    done = Listener(redis, keys.done_channel)  # a batch ended: its webhook is due now
+    await done.start()
+    ctx["done"] = done
+    ctx["webhooks"] = asyncio.create_task(deliver_forever(ctx), name="webhooks")
     logger.info("worker %s ready for %d backends", ctx["worker_id"], len(registry))
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
-    if "recovery" in ctx:
-        ctx["recovery"].cancel()
-        with suppress(asyncio.CancelledError):
-            await ctx["recovery"]
+    for name in ("recovery", "webhooks"):
+        if name in ctx:
+            ctx[name].cancel()
+            with suppress(asyncio.CancelledError):
+                await ctx[name]
     if "worker_id" in ctx:
         await ctx["redis"].zrem(Keys(ctx["settings"].key_prefix).workers, ctx["worker_id"])
     if "pool" in ctx:
         await ctx["pool"].close()
-    for name in ("released", "cancels"):
+    for name in ("released", "cancels", "done"):
         if name in ctx:
             await ctx[name].stop()
 

@@ -25,6 +25,8 @@ from .models import (
     ItemStatus,
     Mode,
     OnError,
+    WebhookState,
+    WebhookStatus,
 )
 
 LIMITS = TypeAdapter(dict[str, BackendLimits])
@@ -109,4 +111,12 @@ def render(
         finished_at=iso(end),
         elapsed_seconds=round((end if end is not None else time.time()) - created, 6),
         retry_of=meta.get("retry_of"),
+        webhook=_webhook(meta),
     )
+
+
+def _webhook(meta: dict[str, str]) -> WebhookState | None:
+    if "webhook_url" not in meta:
+        return None
+    status = WebhookStatus(meta.get("webhook_status", WebhookStatus.pending.value))
+    return WebhookState(status=status, attempts=int(meta.get("webhook_attempts", 0)))

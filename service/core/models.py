@@ -105,6 +105,27 @@ class BatchRequest(BaseModel):
     retention_seconds: int | None = Field(
         None, ge=1, description="How long the finished batch is kept (then GET is 404); default from settings."
     )
+    webhook_url: str | None = Field(
+        None,
+        description="POSTed once with a summary when the batch ends, signed in `X-MCP-Batch-Signature` "
+        "(`sha256=` and the hex HMAC-SHA256 of the body). At most 2,000 characters, https:// (http:// only where the "
+        "service's allow-list says so), under a prefix of the allow-list (MCP_BATCH_WEBHOOK_ALLOW). Never shown back.",
+    )
+
+
+class WebhookStatus(StrEnum):
+    """Where a batch's completion webhook is: `pending` (not yet delivered; retried), then delivered or failed."""
+
+    pending = "pending"
+    delivered = "delivered"
+    failed = "failed"
+
+
+class WebhookState(BaseModel):
+    """The completion webhook's delivery (never its URL)."""
+
+    status: WebhookStatus
+    attempts: int = Field(description="Deliveries tried so far.")
 
 
 class ItemError(BaseModel):
@@ -221,6 +242,9 @@ class BatchDocument(BaseModel):
     elapsed_seconds: float = Field(description="From submit to finish (or to now, while it runs).")
     retry_of: str | None = Field(
         None, description="The batch whose unsuccessful items this one reruns (POST /v1/batches/{id}/retry)."
+    )
+    webhook: WebhookState | None = Field(
+        None, description="The completion webhook's delivery, when the batch asked for one; else null."
     )
 
 

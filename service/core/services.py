@@ -37,6 +37,7 @@ from .settings import Settings
 from .store import Store, new_batch_id
 from .tenants import ANYONE, Caller, authorize
 from .validation import validate_batch
+from .webhooks import WebhookPolicy
 
 _LIVE_SECONDS = 15.0  # a worker that beat within this long counts as live (workers beat about once a second)
 
@@ -59,6 +60,7 @@ class Services:
         batch's effective max_concurrency."""
         settings = self.settings
         authorize(caller, request)
+        secret = settings.webhook_secret
         return validate_batch(
             request,
             min(settings.max_calls_per_batch, caller.max_calls_per_batch or settings.max_calls_per_batch),
@@ -67,6 +69,7 @@ class Services:
             settings.response_max_bytes_ceiling,
             settings.retention_ceiling_seconds,
             settings.max_call_timeout_seconds,
+            WebhookPolicy.build(settings.webhook_allow, secret.get_secret_value() if secret else None),
         )
 
     async def submit(

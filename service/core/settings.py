@@ -6,8 +6,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .webhooks import allow_entry
 
 
 class Settings(BaseSettings):
@@ -88,6 +90,39 @@ class Settings(BaseSettings):
         gt=0,
         description="How long a worker waits out a Redis outage, holding finished results, before an item fails.",
     )
+
+    # Progress events (GET /v1/batches/{id}/events) and completion webhooks.
+    events_check_seconds: float = Field(
+        0.25, gt=0, le=0.5, description="How often an open event stream checks its batch for newly finished items."
+    )
+    events_max_seconds: float = Field(
+        3_600.0, gt=0, description="Longest life of one event stream; then `event: timeout` (reconnect to resume)."
+    )
+    events_heartbeat_seconds: float = Field(
+        15.0, gt=0, description="A `: keep-alive` comment after this long without an event, so proxies keep streams."
+    )
+    webhook_allow: list[str] = Field(
+        default_factory=list,
+        description="URL prefixes a batch's webhook_url must match (scheme, host and port exactly, then the path); "
+        "empty: webhooks are refused.",
+    )
+    webhook_secret: SecretStr | None = Field(
+        None, description="Key of the webhook's HMAC-SHA256 signature; without it webhooks are refused."
+    )
+    webhook_allow_private: bool = Field(
+        False, description="Deliver webhooks to hosts resolving to loopback, private or link-local addresses."
+    )
+    webhook_max_attempts: int = Field(8, ge=1, description="Most deliveries of one webhook before it is given up.")
+    webhook_backoff_base_seconds: float = Field(
+        1.0, ge=0, description="Backoff after a webhook's first failed delivery; it doubles each attempt (to 5 min)."
+    )
+
+    @field_validator("webhook_allow")
+    @classmethod
+    def _allow_entries(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            allow_entry(entry)  # ValueError: start-up stops naming the fault
+        return entries
 
 
 @lru_cache

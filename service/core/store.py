@@ -161,6 +161,7 @@ class Store:
         batch_id = batch_id or new_batch_id()
         jobs = jobs or []
         links = {"retry_of": retry_of, "idempotency_key": idempotency_key}  # meta fields written only when given
+        links["webhook_url"] = request.webhook_url  # finalize queues the batch's webhook when this is set
         meta, calls = self.keys.batch(batch_id), self.keys.calls(batch_id)
         specs = [json.dumps(_spec(i, c)) for i, c in enumerate(request.calls)]
         now = time.time()

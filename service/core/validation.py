@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .errors import InvalidBatch, Problem
 from .models import BatchRequest
+from .webhooks import WebhookPolicy
 
 
 def validate_batch(
@@ -14,8 +15,11 @@ def validate_batch(
     response_ceiling: int = 10_000_000,
     retention_ceiling: int = 7 * 86_400,
     timeout_ceiling: float = 3_600.0,
+    webhooks: WebhookPolicy | None = None,
 ) -> int:
-    """Check the batch as a whole; return its effective max_concurrency or raise InvalidBatch listing every fault."""
+    """Check the batch as a whole; return its effective max_concurrency or raise InvalidBatch listing every fault.
+
+    `webhooks`: where a `webhook_url` may point (None: not checked here, e.g. by a client that cannot know)."""
     problems: list[Problem] = []
     if not request.calls:
         problems.append(Problem(("calls",), "a batch needs at least one call", "too_short"))
@@ -45,6 +49,10 @@ def validate_batch(
         problems.append(Problem(("response_max_bytes",), f"at most {response_ceiling}", "less_than_equal"))
     if request.retention_seconds is not None and request.retention_seconds > retention_ceiling:
         problems.append(Problem(("retention_seconds",), f"at most {retention_ceiling}", "less_than_equal"))
+    if request.webhook_url is not None and webhooks is not None:
+        refusal = webhooks.refusal(request.webhook_url)
+        if refusal is not None:
+            problems.append(Problem(("webhook_url",), refusal, "webhook_refused"))
     if problems:
         raise InvalidBatch(problems)
     return request.max_concurrency or default_concurrency

@@ -90,6 +90,7 @@ async def test_another_tenants_batch_is_404_on_every_route(base_url: str) -> Non
             ("GET", f"/v1/batches/{batch_id}"),
             ("GET", f"/v1/batches/{batch_id}/items/0"),
             ("GET", f"/v1/batches/{batch_id}/results"),
+            ("GET", f"/v1/batches/{batch_id}/events"),
             ("POST", f"/v1/batches/{batch_id}/cancel"),
             ("POST", f"/v1/batches/{batch_id}/retry"),
         ]:
