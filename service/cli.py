@@ -88,7 +88,8 @@ def _submit(args: argparse.Namespace) -> int:
             written, _ = _copy_results(remote, batch_id, args.out)
             c = document["counts"]
             print(
-                f"batch {batch_id} completed: {c['succeeded']} ok, {c['failed']} failed, {c['skipped']} skipped"
+                f"batch {batch_id} {document['status']}: {c['succeeded']} ok, {c['failed']} failed,"
+                f" {c['skipped']} skipped"
                 f" of {c['total']} in {document['elapsed_seconds']:.1f}s; {written} results written to {args.out}"
             )
         else:

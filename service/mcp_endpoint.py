@@ -59,7 +59,8 @@ servers file); any other call ends `blocked` and never reaches its backend. `rea
 destructive tools run. This tool carries the authority of every tool it can call: a client rule keyed on a nested \
 tool's name does not fire for a call made through it.
 
-The document: `status` (queued, running, completed), `ok` (true only when completed and every call is ok), `counts`, \
+The document: `status` (queued, running, cancelling, then completed, cancelled or expired), `ok` (true only when \
+ended and every call is ok), `counts`, \
 `failed_ids`, and `results` in call order, each with its `status` (ok, error, timeout, blocked, unknown_server, \
 unknown_tool, skipped, ...), `content`, `structured_content` and `error` (`code`, `message`). A malformed batch (no \
 calls, duplicate ids, too many calls) is refused whole, listing each problem's location; nothing is run."""

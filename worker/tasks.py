@@ -32,6 +32,10 @@ from .references import BatchReferences
 logger = logging.getLogger(__name__)
 
 
+class _NotSent(Exception):
+    """A call about to be sent when its shard was cut: it is cut, not sent."""
+
+
 @dataclass
 class _Lane:
     """What one lane is doing, so a cut can reach its call."""
@@ -149,14 +153,16 @@ async def _lane(
         queued = round(time.time() - run.meta.created_at, 6)
 
         def dispatched(lane: _Lane = lane) -> None:
+            if run.reason is not None:  # cut between its timer and here: it must not be sent now
+                raise _NotSent
             lane.dispatched = True
 
         try:
             async with asyncio.timeout_at(run.when(lane)) as timeout:
                 lane.timeout = timeout
                 record = await _run_item(pool, references, claim, worker_id, run.meta, dispatched)
-        except TimeoutError:
-            if not timeout.expired():
+        except (TimeoutError, _NotSent) as exc:
+            if isinstance(exc, TimeoutError) and not timeout.expired():
                 raise
             cut = run.cut_record(lane)
             if cut is None:
@@ -185,6 +191,8 @@ async def _run_item(
             return await run_call(pool, prepared, worker_id, meta.read_only, dispatched, share)
         now = iso(time.time())  # ended before dispatch: nothing ran
         return prepared | {"worker": worker_id, "started_at": now, "finished_at": now, "attempts": 0}
+    except _NotSent:
+        raise
     except Exception:  # a bug must not leave the item running forever
         logger.exception("item %d failed inside the worker", claim.index)
         return {
