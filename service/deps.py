@@ -6,6 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from .core.errors import BatchNotFound
+from .core.keys import is_batch_id
 from .core.services import Services
 
 
@@ -15,3 +17,10 @@ def get_services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def known_batch_id(request: Request) -> None:
+    """A `batch_id` path parameter that cannot name a batch is a 404 before any lookup (see `keys.is_batch_id`)."""
+    batch_id = request.path_params.get("batch_id")
+    if batch_id is not None and not is_batch_id(batch_id):
+        raise BatchNotFound(batch_id)

@@ -7,16 +7,17 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AfterValidator
 
 from ..core import budget, idempotency
-from ..core.models import BatchDocument, BatchRequest, DryRun, ItemPage, ItemStatus
+from ..core.models import MAX_OFFSET, BatchDocument, BatchRequest, DryRun, ErrorDetail, ItemPage, ItemStatus
 from ..core.services import Services
-from ..deps import ServicesDep
+from ..deps import ServicesDep, known_batch_id
+from ..json_route import StrictJSONRoute
 
-router = APIRouter(prefix="/v1", tags=["batches"])
+router = APIRouter(prefix="/v1", tags=["batches"], route_class=StrictJSONRoute, dependencies=[Depends(known_batch_id)])
 
 _NDJSON = "application/x-ndjson"
 
@@ -31,6 +32,9 @@ IdempotencyKey = Annotated[
 ]
 _REPLAYED: dict[int | str, dict[str, Any]] = {
     200: {"model": BatchDocument, "description": "The batch an earlier request with this Idempotency-Key made."},
+}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorDetail, "description": "No such batch (or it expired), or no such item."}
 }
 _KEY_CONFLICT = "the Idempotency-Key was used with a different request, or that request is still in progress"
 
@@ -59,7 +63,7 @@ async def submit_batch(
     summary="A new batch of a finished batch's items that did not succeed",
     responses={
         **_REPLAYED,
-        404: {"description": "No such batch (or it expired)."},
+        **_NOT_FOUND,
         409: {"description": f"Refused: the batch has not finished, every item succeeded, or {_KEY_CONFLICT}."},
     },
 )
@@ -84,12 +88,16 @@ async def validate_batch(request: BatchRequest, services: ServicesDep) -> DryRun
     return await services.dry_run(request)
 
 
-@router.get("/batches/{batch_id}", summary="The batch document (optionally waiting for the batch to finish)")
+@router.get(
+    "/batches/{batch_id}",
+    summary="The batch document (optionally waiting for the batch to finish)",
+    responses=_NOT_FOUND,
+)
 async def get_batch(
     batch_id: str,
     services: ServicesDep,
     wait: Annotated[float, Query(ge=0, le=60, description="Hold the request up to this many seconds for the end.")] = 0,
-    offset: Annotated[int, Query(ge=0, description="First item of `results` to return.")] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="First item of `results` to return.")] = 0,
     limit: Annotated[
         int | None, Query(ge=0, le=10_000, description="Most items of `results` (default: what the budget holds).")
     ] = None,
@@ -103,7 +111,7 @@ async def get_batch(
 @router.post(
     "/batches/{batch_id}/cancel",
     summary="Cancel a batch: nothing new starts; calls in flight finish or are cut after the grace period",
-    responses={409: {"description": "The batch has already ended (its status is given)."}},
+    responses={**_NOT_FOUND, 409: {"description": "The batch has already ended (its status is given)."}},
 )
 async def cancel_batch(batch_id: str, services: ServicesDep) -> BatchDocument:
     """The batch goes `cancelling`, then `cancelled` once no call is in flight; its pending items are `cancelled`.
@@ -111,7 +119,9 @@ async def cancel_batch(batch_id: str, services: ServicesDep) -> BatchDocument:
     return await services.cancel(batch_id)
 
 
-@router.get("/batches/{batch_id}/items/{item_id}", summary="One item, whole, paging through large content")
+@router.get(
+    "/batches/{batch_id}/items/{item_id}", summary="One item, whole, paging through large content", responses=_NOT_FOUND
+)
 async def get_item(
     batch_id: str,
     item_id: str,
@@ -135,7 +145,7 @@ async def get_item(
     "/batches/{batch_id}/results",
     summary="Finished items as JSON Lines, in finish order",
     response_class=StreamingResponse,
-    responses={200: {"content": {_NDJSON: {}}, "description": "One ItemResult (with `seq`) per line."}},
+    responses={200: {"content": {_NDJSON: {}}, "description": "One ItemResult (with `seq`) per line."}, **_NOT_FOUND},
 )
 async def stream_results(
     batch_id: str,
