@@ -9,11 +9,14 @@ from arq import create_pool
 from arq.connections import RedisSettings
 from fastapi import FastAPI
 
+from .body_limit import BodyLimit
 from .core.backends import load_servers
 from .core.catalog import Catalog
 from .core.events import Listener
 from .core.keys import Keys
 from .core.limits import LeaseSemaphore, RateLimiter
+from .core.models import ErrorDetail
+from .core.payload_logs import keep_payloads_out_of_logs
 from .core.services import Services
 from .core.settings import Settings, get_settings
 from .core.store import Store
@@ -26,6 +29,7 @@ from .routes import batches, events, gumloop, health, servers
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API for these settings. The servers and keys files are read here, so a bad one stops start-up at once."""
     settings = settings or get_settings()
+    keep_payloads_out_of_logs()
     registry = load_servers(settings.servers)
     keyring = None if settings.auth == "none" else load_keys(settings.keys)  # a bad keys file stops start-up too
     keys = Keys(settings.key_prefix)
@@ -62,8 +66,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1",
         summary="Durable batches of MCP tool calls, run by arq workers under shared limits.",
         lifespan=lifespan,
+        responses={413: {"model": ErrorDetail, "description": f"The body is over {settings.max_body_bytes} bytes."}},
     )
     app.state.keyring = keyring
+    app.state.max_json_depth = settings.max_json_depth
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     app.include_router(batches.router)
     app.include_router(events.router)

@@ -8,13 +8,15 @@ tenant with every right.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .core.errors import Unauthenticated
+from .core.models import ErrorDetail
 from .core.tenants import ANYONE, Caller, KeyRing
 
 current_caller: ContextVar[Caller] = ContextVar("current_caller")
@@ -33,12 +35,22 @@ def identify(authorization: str | None, keyring: KeyRing | None) -> Caller:
     return caller
 
 
-def get_caller(request: Request) -> Caller:
+_bearer = HTTPBearer(auto_error=False, description="An API key from the keys file (not needed with auth off).")
+
+
+def get_caller(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Caller:
     keyring: KeyRing | None = request.app.state.keyring
-    return identify(request.headers.get("authorization"), keyring)
+    return identify(f"Bearer {credentials.credentials}" if credentials else None, keyring)
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
+
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorDetail, "description": "No API key, or one the keys file does not hold."},
+    403: {"description": "The key may not do this: `detail` lists each call or field at fault (`loc`, `msg`)."},
+}
 
 
 class Authenticated:

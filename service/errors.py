@@ -8,6 +8,7 @@ on the next request, so the API recovers by itself when Redis is back.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -30,10 +31,16 @@ from .core.outage import REDIS_DOWN
 logger = logging.getLogger(__name__)
 
 
+def _message(error: Any) -> str:
+    """pydantic's message; for a body that is not JSON, with the parser's reason (it never quotes the body)."""
+    reason = (error.get("ctx") or {}).get("error") if error["type"] == "json_invalid" else None
+    return f"{error['msg']}: {reason}" if isinstance(reason, str) else str(error["msg"])
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        detail = [{"loc": list(e["loc"]), "msg": _message(e), "type": e["type"]} for e in exc.errors()]
         return JSONResponse({"detail": detail}, status_code=422)
 
     @app.exception_handler(InvalidBatch)

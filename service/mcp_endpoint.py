@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from .auth import Authenticated, current_caller
 from .core.errors import Backpressure, BatchNotFound, Conflict, Forbidden, InvalidBatch
-from .core.models import BatchDocument, BatchRequest, Call, Mode, OnError, ServerInfo
+from .core.models import MAX_OFFSET, BatchDocument, BatchRequest, Call, Mode, OnError, ServerInfo
 from .core.servers import describe_servers
 from .core.services import Services
 from .core.settings import Settings
@@ -153,7 +153,7 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
         wait_seconds: Annotated[
             float, Field(ge=0, description=f"Wait up to this long for the batch to finish (at most {max_wait:g}).")
         ] = 0,
-        offset: Annotated[int, Field(ge=0, description="First item of `results` to return.")] = 0,
+        offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="First item of `results` to return.")] = 0,
         limit: Annotated[int | None, Field(ge=1, le=10_000, description="Most items of `results` to return.")] = None,
     ) -> BatchDocument:
         with _tool_errors():

@@ -23,6 +23,7 @@ from service.core.events import Listener
 from service.core.keys import Keys
 from service.core.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
 from service.core.outage import redis_retried
+from service.core.payload_logs import keep_payloads_out_of_logs
 from service.core.precheck import Bounds
 from service.core.settings import Settings, get_settings
 from service.core.store import Store
@@ -41,6 +42,7 @@ _HAND_BACK_SECONDS = 5.0  # after the grace period, time for cut shards to hand 
 async def startup(ctx: dict[str, Any]) -> None:
     """Load the servers file (a bad one stops the worker) and keep the long-lived clients in ctx."""
     settings: Settings = ctx.setdefault("settings", get_settings())
+    keep_payloads_out_of_logs()
     registry = load_servers(settings.servers)
     keys = Keys(settings.key_prefix)
     redis = ctx["redis"]

@@ -18,7 +18,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from service.core import shards
+from service.core import budget, shards
 from service.core.document import iso
 from service.core.errors import BatchNotFound
 from service.core.models import BatchStatus, ItemStatus, Mode
@@ -171,6 +171,7 @@ async def _lane(
         finally:
             lane.timeout = None
         record["queued_seconds"] = queued
+        record = budget.cap_stored(record, ctx["settings"].max_result_bytes)  # every record passes here
         references.finished(claim.index, record)
         finished = (claim, record)
         lane.claim = None

@@ -1,5 +1,8 @@
 """Bounding a response by bytes: pure functions over plain data, tested without Redis.
 
+Stored items are bounded too: `cap_stored` cuts a result record over the per-item storage cap before it is written,
+and that cut is final (`stored_truncated`).
+
 A document's `results` share `response_max_bytes` equally (never less than MIN_SHARE per item); an item over its
 share is shrunk deterministically — its content replaced by a note, its structured content dropped — and marked
 `truncated` with the bytes removed. The stored item stays whole: GET .../items/{id} pages through it.
@@ -86,3 +89,62 @@ def page_content(
             used += size(current)
         block, char = block + 1, 0
     return page, None
+
+
+def stored_size(record: Any) -> int:
+    """Bytes of `record` as the store writes it (`json.dumps` defaults: ASCII, so never less than its UTF-8)."""
+    return len(json.dumps(record))
+
+
+def cap_stored(record: dict[str, Any], limit: int) -> dict[str, Any]:
+    """The record itself if it fits `limit` stored bytes, else a copy that does, marked `stored_truncated` with
+    `stored_truncated_bytes`. `structured_content` goes first (tools usually repeat it as text, and a reference reads
+    a whole JSON text as well); if the content is still too large, its first blocks that fit are kept, the next one
+    cut to fit if it is text, the rest dropped, and `structured_content` is kept only if it takes at most half."""
+    before = stored_size(record)
+    if before <= limit:
+        return record
+    # `before` as the count while fitting: no count is wider, so the record still fits once the real one is set.
+    small = dict(record, structured_content=None, stored_truncated=True, stored_truncated_bytes=before)
+    if stored_size(small) > limit:
+        small.update(content=[], structured_content=record.get("structured_content"))
+        if stored_size(small) > limit // 2:
+            small["structured_content"] = None
+        _fill(small, record.get("content") or [], limit - stored_size(small))
+    # The count's own digits are part of the size: find the count that states itself exactly (with the widest,
+    # `before`, the record fits, so any narrower count does too).
+    bare = stored_size(small) - len(str(before))
+    small["stored_truncated_bytes"] = before - stored_size(small)
+    for digits in range(1, len(str(before)) + 1):
+        if len(str(before - bare - digits)) == digits:
+            small["stored_truncated_bytes"] = before - bare - digits
+            break
+    return small
+
+
+def _fill(small: dict[str, Any], blocks: list[dict[str, Any]], room: int) -> None:
+    """Append to `small["content"]` the first of `blocks` that fit in `room` bytes, the next cut if it is text."""
+    for block in blocks:
+        need = stored_size(block) + (2 if small["content"] else 0)  # ", " between blocks
+        if need <= room:
+            small["content"].append(block)
+            room -= need
+            continue
+        text = block.get("text") if block.get("type") == "text" else None
+        if isinstance(text, str):
+            cut = _longest_prefix(text, room - (need - stored_size(text)))
+            if cut:
+                small["content"].append({**block, "text": cut})
+        break
+
+
+def _longest_prefix(text: str, room: int) -> str:
+    """The longest start of `text` whose JSON string takes at most `room` bytes (escapes count in full)."""
+    low, high = 0, min(len(text), max(room - 2, 0))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if stored_size(text[:middle]) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]

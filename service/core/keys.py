@@ -37,11 +37,20 @@ arq's own keys (its prefix, not ours): `arq:job:{job}` (the queued job) and `arq
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
 LIVE_TTL_SECONDS = 7 * 86_400  # an unfinished batch nobody works on any more is dropped after this
+
+_BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def is_batch_id(value: str) -> bool:
+    """Whether `value` can name a batch (batch ids are 32 hex digits). A caller's id that cannot is no batch: it
+    must never reach a key name, where `<id>:calls` would name another key of batch `<id>`."""
+    return _BATCH_ID.fullmatch(value) is not None
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,10 @@ class ItemStatus(StrEnum):
 TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running})
 # Terminal statuses that count as failures (and trigger on_error=stop); an item the caller ended is not one.
 FAILED_ITEM = frozenset(TERMINAL_ITEM - {ItemStatus.ok, ItemStatus.skipped, ItemStatus.cancelled, ItemStatus.expired})
+# Largest `offset` of a page of results: beyond any batch, and within the integers Redis takes for a list index.
+MAX_OFFSET = 2**31 - 1
+# Longest `deadline_seconds`: a year (a larger float would overflow the deadline's timestamp).
+MAX_DEADLINE_SECONDS = 365 * 86_400
 
 
 class Call(BaseModel):
@@ -100,7 +104,11 @@ class BatchRequest(BaseModel):
         None, ge=1024, description="Budget for the serialized `results` of the document; default from settings."
     )
     deadline_seconds: float | None = Field(
-        None, gt=0, description="From submit: when it passes, unfinished items become `expired` and so does the batch."
+        None,
+        gt=0,
+        le=MAX_DEADLINE_SECONDS,
+        description="From submit: when it passes, unfinished items become `expired` and so does the batch (at most "
+        "a year).",
     )
     retention_seconds: int | None = Field(
         None, ge=1, description="How long the finished batch is kept (then GET is 404); default from settings."
@@ -164,6 +172,13 @@ class ItemResult(BaseModel):
     recovered: bool = Field(
         False, description="The worker first running this call stopped mid-call; another worker took it over."
     )
+    stored_truncated: bool = Field(
+        False,
+        description="The result was larger than the service stores for one item (`MCP_BATCH_MAX_RESULT_BYTES`): "
+        "`structured_content` was dropped first and, if that was not enough, `content` cut (its first blocks kept, "
+        "the last of them cut). Unlike `truncated`, nothing more can be fetched.",
+    )
+    stored_truncated_bytes: int = Field(0, description="Bytes of the result record that were not stored.")
 
 
 class ItemPage(ItemResult):
@@ -290,3 +305,9 @@ class ServerInfo(BaseModel):
     )
     tools: list[ToolInfo] | None = Field(description="Cached tools/list; null when the backend could not be reached.")
     tools_error: str | None = Field(None, description="Why the tools could not be listed.")
+
+
+class ErrorDetail(BaseModel):
+    """Body of a 404, 409, 413, 415, 429 or 503 answer of the REST routes: what went wrong, never a submitted value."""
+
+    detail: str = Field(description="What went wrong.")

@@ -16,7 +16,7 @@ from . import budget, idempotency, shards
 from .backends import Registry
 from .catalog import Catalog
 from .errors import Backpressure, BatchNotFound
-from .keys import Keys
+from .keys import Keys, is_batch_id
 from .limits import LeaseSemaphore, RateLimiter
 from .models import (
     TERMINAL_BATCH,
@@ -124,8 +124,8 @@ class Services:
 
     async def owned(self, batch_id: str, caller: Caller) -> str:
         """The batch id, when the batch exists and is the caller's; else BatchNotFound (another tenant's batch is
-        indistinguishable from a missing one)."""
-        if await self.store.tenant_of(batch_id) != caller.tenant:
+        indistinguishable from a missing one). An id that cannot name a batch is never looked up."""
+        if not is_batch_id(batch_id) or await self.store.tenant_of(batch_id) != caller.tenant:
             raise BatchNotFound(batch_id)
         return batch_id
 

@@ -124,6 +124,20 @@ class Settings(BaseSettings):
             allow_entry(entry)  # ValueError: start-up stops naming the fault
         return entries
 
+    # Hostile input and storage limits.
+    max_body_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Largest request body on any route; a larger one is refused with 413."
+    )
+    max_json_depth: int = Field(
+        64, ge=2, description="Deepest nesting of a JSON request body (arrays and objects); deeper is a 422."
+    )
+    max_result_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest stored item record (serialized); a larger result is cut to fit and marked "
+        "`stored_truncated`.",
+    )
+
 
 @lru_cache
 def get_settings() -> Settings:

@@ -11,13 +11,24 @@ from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AfterValidator
 
-from ..auth import CallerDep
+from ..auth import AUTH_RESPONSES, CallerDep
 from ..core import budget, idempotency
-from ..core.models import BatchDocument, BatchList, BatchRequest, BatchStatus, DryRun, ItemPage, ItemStatus
+from ..core.models import (
+    MAX_OFFSET,
+    BatchDocument,
+    BatchList,
+    BatchRequest,
+    BatchStatus,
+    DryRun,
+    ErrorDetail,
+    ItemPage,
+    ItemStatus,
+)
 from ..core.services import Services
 from ..deps import OwnedBatchId, ServicesDep
+from ..json_route import StrictJSONRoute
 
-router = APIRouter(prefix="/v1", tags=["batches"])
+router = APIRouter(prefix="/v1", tags=["batches"], route_class=StrictJSONRoute, responses=AUTH_RESPONSES)
 
 _NDJSON = "application/x-ndjson"
 
@@ -32,6 +43,9 @@ IdempotencyKey = Annotated[
 ]
 _REPLAYED: dict[int | str, dict[str, Any]] = {
     200: {"model": BatchDocument, "description": "The batch an earlier request with this Idempotency-Key made."},
+}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorDetail, "description": "No such batch (or it expired), or no such item."}
 }
 _KEY_CONFLICT = "the Idempotency-Key was used with a different request, or that request is still in progress"
 
@@ -64,7 +78,7 @@ async def submit_batch(
     summary="A new batch of a finished batch's items that did not succeed",
     responses={
         **_REPLAYED,
-        404: {"description": "No such batch (or it expired)."},
+        **_NOT_FOUND,
         409: {"description": f"Refused: the batch has not finished, every item succeeded, or {_KEY_CONFLICT}."},
     },
 )
@@ -108,12 +122,16 @@ async def list_batches(
     return await services.batches(caller, set(status) if status else None, limit, cursor)
 
 
-@router.get("/batches/{batch_id}", summary="The batch document (optionally waiting for the batch to finish)")
+@router.get(
+    "/batches/{batch_id}",
+    summary="The batch document (optionally waiting for the batch to finish)",
+    responses=_NOT_FOUND,
+)
 async def get_batch(
     batch_id: OwnedBatchId,
     services: ServicesDep,
     wait: Annotated[float, Query(ge=0, le=60, description="Hold the request up to this many seconds for the end.")] = 0,
-    offset: Annotated[int, Query(ge=0, description="First item of `results` to return.")] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="First item of `results` to return.")] = 0,
     limit: Annotated[
         int | None, Query(ge=0, le=10_000, description="Most items of `results` (default: what the budget holds).")
     ] = None,
@@ -127,7 +145,7 @@ async def get_batch(
 @router.post(
     "/batches/{batch_id}/cancel",
     summary="Cancel a batch: nothing new starts; calls in flight finish or are cut after the grace period",
-    responses={409: {"description": "The batch has already ended (its status is given)."}},
+    responses={**_NOT_FOUND, 409: {"description": "The batch has already ended (its status is given)."}},
 )
 async def cancel_batch(batch_id: OwnedBatchId, services: ServicesDep) -> BatchDocument:
     """The batch goes `cancelling`, then `cancelled` once no call is in flight; its pending items are `cancelled`.
@@ -135,7 +153,9 @@ async def cancel_batch(batch_id: OwnedBatchId, services: ServicesDep) -> BatchDo
     return await services.cancel(batch_id)
 
 
-@router.get("/batches/{batch_id}/items/{item_id}", summary="One item, whole, paging through large content")
+@router.get(
+    "/batches/{batch_id}/items/{item_id}", summary="One item, whole, paging through large content", responses=_NOT_FOUND
+)
 async def get_item(
     batch_id: OwnedBatchId,
     item_id: str,
@@ -159,7 +179,7 @@ async def get_item(
     "/batches/{batch_id}/results",
     summary="Finished items as JSON Lines, in finish order",
     response_class=StreamingResponse,
-    responses={200: {"content": {_NDJSON: {}}, "description": "One ItemResult (with `seq`) per line."}},
+    responses={200: {"content": {_NDJSON: {}}, "description": "One ItemResult (with `seq`) per line."}, **_NOT_FOUND},
 )
 async def stream_results(
     batch_id: OwnedBatchId,

@@ -10,10 +10,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from ..auth import AUTH_RESPONSES
 from ..core.progress import KEEP_ALIVE, Event, progress
 from ..deps import OwnedBatchId, ServicesDep
 
-router = APIRouter(prefix="/v1", tags=["batches"])
+router = APIRouter(prefix="/v1", tags=["batches"], responses=AUTH_RESPONSES)
 
 _SSE = "text/event-stream"
 _SEQ = re.compile(r"[0-9]{1,18}")
@@ -26,6 +27,13 @@ _STREAM_DOC = """Events, each `event:` and a one-line JSON `data:`:
 - `error`: `{"detail"}` when storage fails mid-stream.
 
 A `: keep-alive` comment line comes after 15 s without an event (`MCP_BATCH_EVENTS_HEARTBEAT_SECONDS`)."""
+
+
+# One event of the stream, as an SSE parser reads it (the `data` line is JSON, described above).
+_EVENT_SCHEMA = {
+    "type": "object",
+    "properties": {"event": {"type": "string"}, "id": {"type": "string"}, "data": {"type": "string"}},
+}
 
 
 def encode(event: Event) -> bytes:
@@ -45,7 +53,7 @@ def _bad_last_event_id() -> JSONResponse:
 
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"content": {_SSE: {"schema": {"type": "string"}}}, "description": _STREAM_DOC},
+    200: {"content": {_SSE: {"schema": _EVENT_SCHEMA}}, "description": _STREAM_DOC},
     400: {"description": "`Last-Event-ID` is not an item seq."},
     404: {"description": "No such batch (or it expired)."},
 }

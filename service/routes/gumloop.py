@@ -8,7 +8,6 @@ batch's location, so the caller can keep polling) when the batch outlives the wa
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from typing import Any
 
@@ -16,12 +15,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..auth import CallerDep
+from ..auth import AUTH_RESPONSES, CallerDep
+from ..core import json_body
 from ..core.errors import Forbidden, InvalidBatch, Problem
 from ..core.models import TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
 from ..deps import ServicesDep
 
-router = APIRouter(tags=["gumloop"])
+router = APIRouter(tags=["gumloop"], responses=AUTH_RESPONSES)
 
 
 class GumloopCall(BaseModel):
@@ -113,14 +113,12 @@ _NO_ERROR_MESSAGES = {
 }
 
 
-def parse_request(body: bytes, max_calls: int) -> GumloopRequest:
+def parse_request(body: bytes, max_calls: int, max_depth: int = 64) -> GumloopRequest:
     """The validated body, or InvalidBatch listing every fault by location (never by submitted value)."""
     try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
+        data = json_body.loads(body, max_depth)
+    except json_body.MalformedJSON as exc:
         raise InvalidBatch([Problem((), f"the body is not valid JSON: {exc.msg}", "json_invalid")]) from None
-    except (ValueError, RecursionError):  # not UTF-8, or nested past what the parser takes
-        raise InvalidBatch([Problem((), "the body is not valid JSON", "json_invalid")]) from None
     problems: list[Problem] = []
     calls = data.get("calls") if isinstance(data, dict) else None
     if isinstance(calls, list) and len(calls) > max_calls:
@@ -265,7 +263,8 @@ async def call_tools(request: Request, services: ServicesDep, caller: CallerDep)
     `team_id`, when given, must be the tenant of the caller's key (403 otherwise; with auth off it is not checked).
     """
     try:
-        body = parse_request(await request.body(), services.settings.gumloop_max_calls)
+        settings = services.settings
+        body = parse_request(await request.body(), settings.gumloop_max_calls, settings.max_json_depth)
         if caller.keyed and body.team_id is not None and body.team_id != caller.tenant:
             raise Forbidden([Problem(("team_id",), "the team is not this key's tenant", "forbidden")])
         batch_id = await services.submit(to_batch(body), caller)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from ..auth import CallerDep
+from ..auth import AUTH_RESPONSES, CallerDep
 from ..core.models import ServerInfo
 from ..core.servers import describe_servers
 from ..deps import ServicesDep
 
-router = APIRouter(prefix="/v1", tags=["servers"])
+router = APIRouter(prefix="/v1", tags=["servers"], responses=AUTH_RESPONSES)
 
 
 @router.get("/servers", summary="Configured backends and their tools")

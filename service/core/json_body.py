@@ -1,0 +1,87 @@
+"""Strict JSON for request bodies: one parser that refuses, with a reason, what Python's `json` takes or chokes on.
+
+`json.loads` accepts NaN and Infinity, lets a later duplicate key win, turns `1e400` into infinity, keeps unpaired
+UTF-16 surrogates (which then fail when the value is encoded), guesses UTF-16/32, and raises RecursionError or a
+plain ValueError (an integer over 4,300 digits) where a caller expects a decode error. Each of those is a
+`MalformedJSON` here, saying what is wrong and never quoting the body.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+# A \uD800-\uDFFF escape: either half of a surrogate pair, or a lone one (the full check runs only when one appears).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+class MalformedJSON(ValueError):
+    """The body is not acceptable JSON; `msg` says why and `pos` is the offset (0 when unknown)."""
+
+    def __init__(self, msg: str, pos: int = 0) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.pos = pos
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise MalformedJSON("a number is too large to represent")
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise MalformedJSON(f"{name} is not a JSON number")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise MalformedJSON("an object has the same key twice")
+    return value
+
+
+def depth(value: Any, stop: int | None = None) -> int:
+    """Levels of arrays and objects in `value` (0 for a scalar), level by level without recursion; counting stops
+    once past `stop`."""
+    level = [value] if isinstance(value, dict | list) else []
+    levels = 0
+    while level and (stop is None or levels <= stop):
+        levels += 1
+        below = []
+        for node in level:
+            for child in node.values() if isinstance(node, dict) else node:
+                if isinstance(child, dict | list):
+                    below.append(child)
+        level = below
+    return levels
+
+
+def loads(body: bytes, max_depth: int) -> Any:
+    """The JSON value of a UTF-8 body, or MalformedJSON: not UTF-8, not JSON, NaN/Infinity, a number out of range,
+    a duplicate key, an unpaired surrogate, or arrays and objects nested deeper than `max_depth`."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedJSON("the body is not UTF-8", exc.start) from None
+    try:
+        value = json.loads(text, parse_float=_finite, parse_constant=_constant, object_pairs_hook=_object)
+    except json.JSONDecodeError as exc:
+        raise MalformedJSON(exc.msg, exc.pos) from None
+    except RecursionError:
+        raise MalformedJSON(f"arrays and objects nested deeper than {max_depth} levels") from None
+    except MalformedJSON:
+        raise
+    except ValueError:  # int(): more digits than sys.get_int_max_str_digits()
+        raise MalformedJSON("a number has too many digits") from None
+    if depth(value, max_depth) > max_depth:
+        raise MalformedJSON(f"arrays and objects nested deeper than {max_depth} levels")
+    if _SURROGATE_ESCAPE.search(body):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise MalformedJSON("a string holds an unpaired UTF-16 surrogate") from None
+    return value

@@ -1,0 +1,75 @@
+"""Routes whose JSON bodies are parsed strictly (`core.json_body`) and must say they are JSON.
+
+A route with a body answers 415 to a body sent as anything but `application/json` (or `+json`), a missing
+Content-Type included, rather than handing the raw bytes to validation; a JSON body it cannot take (see
+`json_body.loads`) is a 422 `json_invalid` naming what is wrong. Neither ever quotes the body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from email.message import Message
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+
+from .core.json_body import MalformedJSON, loads
+from .core.models import ErrorDetail
+from .core.settings import Settings
+
+_DEFAULT_DEPTH = Settings.model_fields["max_json_depth"].default
+
+UNSUPPORTED_MEDIA_TYPE = "the body must be JSON, sent with Content-Type: application/json"
+
+
+class StrictJSONRequest(Request):
+    """A request whose `json()` is `json_body.loads`, its failures reported as decode errors (FastAPI's 422)."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            max_depth = getattr(self.app.state, "max_json_depth", _DEFAULT_DEPTH)
+            try:
+                self._json = loads(await self.body(), max_depth)
+            except MalformedJSON as exc:
+                raise json.JSONDecodeError(exc.msg, "", exc.pos) from None
+        return self._json
+
+
+def is_json(content_type: str | None) -> bool:
+    """`application/json`, or any `application/...+json`, whatever its parameters."""
+    if not content_type:
+        return False
+    message = Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+def has_body(request: Request) -> bool:
+    """The request announces a body (a Content-Length above 0, or a chunked one)."""
+    length = request.headers.get("content-length")
+    return (length is not None and length.strip() not in ("", "0")) or "transfer-encoding" in request.headers
+
+
+class StrictJSONRoute(APIRoute):
+    """An APIRoute that parses its JSON body with `json_body.loads` and answers 415 to a body that is not JSON."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        if self.body_field is not None:  # a copy: the responses given may be shared by other routes
+            refusal = {"model": ErrorDetail, "description": UNSUPPORTED_MEDIA_TYPE.capitalize()}
+            self.responses = {415: refusal, **self.responses}
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        takes_body = self.body_field is not None
+
+        async def strict(request: Request) -> Response:
+            if takes_body and has_body(request) and not is_json(request.headers.get("content-type")):
+                return JSONResponse({"detail": UNSUPPORTED_MEDIA_TYPE}, status_code=415)
+            return await handler(StrictJSONRequest(request.scope, request.receive))
+
+        return strict

@@ -1,0 +1,213 @@
+"""Secrets never come back: backend credentials (headers and env from `${VAR}`) appear in no response, header, log
+line or document, and argument values appear in no error and no log line, whatever the outcome of the call.
+
+Every output of a session that exercises each path (success, tool error, timeout, unknown tool and server, refused
+credentials, a backend that cannot be started, schema and bound refusals, malformed batches at every door) is gathered
+and searched for the distinctive values seeded here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import HttpBackendProcess, ServiceHandle, finished, free_port, start_http_backend, stdio_demo
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+HEADER_SECRET = "sk-SEKRET-header-7f3a"
+ENV_SECRET = "sk-SEKRET-env-41c9"
+ARG_SECRET = "arg-SEKRET-9c1d"
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def vault() -> Iterator[HttpBackendProcess]:
+    """A backend that takes exactly the secret header."""
+    backend = start_http_backend(extra_args=["--require-token", HEADER_SECRET])
+    yield backend
+    backend.stop()
+
+
+@pytest.fixture(scope="module")
+def locked() -> Iterator[HttpBackendProcess]:
+    """A backend that refuses the secret header (401)."""
+    backend = start_http_backend(extra_args=["--require-token", "another-token"])
+    yield backend
+    backend.stop()
+
+
+@pytest.fixture
+def servers(
+    servers: dict[str, Any], vault: HttpBackendProcess, locked: HttpBackendProcess, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    monkeypatch.setenv("MCPB_TEST_SECRET_HEADER", HEADER_SECRET)
+    monkeypatch.setenv("MCPB_TEST_SECRET_ENV", ENV_SECRET)
+    bearer = {"Authorization": "Bearer ${MCPB_TEST_SECRET_HEADER}", "X-Api-Key": "${MCPB_TEST_SECRET_HEADER}"}
+    env = {"DEMO_TOKEN": "${MCPB_TEST_SECRET_ENV}"}
+    return {
+        "vault": {"url": vault.url, "headers": bearer, "timeout_seconds": 1},
+        "locked": {"url": locked.url, "headers": bearer},
+        "gone": {"url": f"http://127.0.0.1:{free_port()}/mcp", "headers": bearer},
+        "local": stdio_demo(env=env, timeout_seconds=1),
+        "broken": {"command": "/nonexistent/mcp-server", "env": env},
+    }
+
+
+def call(call_id: str, server: str, tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "server": server, "tool": tool, "arguments": arguments}
+
+
+CALLS = [
+    call("ok", "vault", "echo", message=ARG_SECRET),
+    call("tool_error", "vault", "fail", reason=ARG_SECRET),
+    call("timeout", "vault", "sleep", seconds=5, tag=ARG_SECRET),
+    call("stdio_ok", "local", "echo", message=ARG_SECRET),
+    call("stdio_timeout", "local", "sleep", seconds=5, tag=ARG_SECRET),
+    call("unknown_tool", "local", "no_such_tool", token=ARG_SECRET),
+    call("unknown_server", "nowhere", "echo", token=ARG_SECRET),
+    call("refused", "locked", "echo", message=ARG_SECRET),
+    call("unreachable", "gone", "echo", message=ARG_SECRET),
+    call("unstartable", "broken", "echo", message=ARG_SECRET),
+    call("schema", "vault", "echo", message={"nested": ARG_SECRET}, extra=ARG_SECRET),
+    call("bound", "vault", "echo", message=ARG_SECRET + "x" * 30_000),
+    call("blocked", "vault", "write", key=ARG_SECRET),
+    call("reference", "vault", "echo", message="@ok.no.such.path", token=ARG_SECRET),
+]
+
+
+class Outputs:
+    """Everything the service answered: each response's label, status, headers and body."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int, str, str]] = []
+
+    def add(self, label: str, response: httpx.Response) -> httpx.Response:
+        headers = "\n".join(f"{k}: {v}" for k, v in response.headers.items())
+        self.seen.append((label, response.status_code, headers, response.text))
+        return response
+
+    async def get(self, client: httpx.AsyncClient, url: str, **kwargs: Any) -> httpx.Response:
+        return self.add(f"GET {url}", await client.get(url, **kwargs))
+
+    async def post(self, client: httpx.AsyncClient, url: str, **kwargs: Any) -> httpx.Response:
+        return self.add(f"POST {url}", await client.post(url, **kwargs))
+
+
+def json_values(body: str) -> list[Any]:
+    """The JSON values of a body: a JSON document, JSON Lines, or server-sent events' data lines."""
+    try:
+        return [json.loads(body)]
+    except ValueError:
+        lines = [line.removeprefix("data: ") for line in body.splitlines() if line.strip()]
+        return [json.loads(line) for line in lines if line.startswith(("{", "["))]
+
+
+def mcp_call(tool: str, arguments: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+
+
+def errors_in(value: Any) -> Iterator[Any]:
+    """Every `error` object anywhere in a JSON value (item errors, Gumloop errors), and every 4xx `detail`."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key in ("error", "detail", "tools_error"):
+                yield inner
+            else:
+                yield from errors_in(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from errors_in(inner)
+
+
+async def test_no_secret_and_no_argument_value_leaks_into_any_output(
+    service: ServiceHandle, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    out = Outputs()
+    async with httpx.AsyncClient(base_url=service.base_url, timeout=90) as client:
+        submitted = await out.post(client, "/v1/batches", json={"calls": CALLS}, headers={"Idempotency-Key": "k1"})
+        assert submitted.status_code == 202, submitted.text
+        batch_id = submitted.json()["id"]
+        document = await finished(client, batch_id)
+        out.seen.append(("document", 200, "", json.dumps(document)))
+        outcomes = {item["id"]: (item["status"], (item["error"] or {}).get("code")) for item in document["results"]}
+        assert outcomes == {
+            "ok": ("ok", None),
+            "tool_error": ("error", "tool_error"),
+            "timeout": ("timeout", "timeout"),
+            "stdio_ok": ("ok", None),
+            "stdio_timeout": ("timeout", "timeout"),
+            "unknown_tool": ("unknown_tool", "unknown_tool"),
+            "unknown_server": ("unknown_server", "unknown_server"),
+            "refused": ("error", "backend_unauthenticated"),
+            "unreachable": ("error", "backend_unavailable"),
+            "unstartable": ("error", "backend_unavailable"),
+            "schema": ("invalid_call", "invalid_arguments"),
+            "bound": ("invalid_call", "bound_exceeded"),
+            "blocked": ("blocked", "not_read_only"),
+            "reference": ("invalid_reference", "invalid_reference"),
+        }
+        for item in CALLS:
+            await out.get(client, f"/v1/batches/{batch_id}/items/{item['id']}")
+        await out.get(client, f"/v1/batches/{batch_id}/results")
+        await out.post(client, f"/v1/batches/{batch_id}/retry")
+        await out.post(client, f"/v1/batches/{batch_id}/cancel")
+        await out.post(client, "/v1/batches:validate", json={"calls": CALLS})
+        replay = {"calls": [call("other", "vault", "echo", message=ARG_SECRET + "2")]}
+        assert (
+            await out.post(client, "/v1/batches", json=replay, headers={"Idempotency-Key": "k1"})
+        ).status_code == 409
+        for bad in (
+            {"calls": [{"server": "vault", "tool": "echo", "arguments": ARG_SECRET}]},
+            {"calls": [{"server": "vault", "tool": "echo", "arguments": [ARG_SECRET]}]},
+            {"calls": [call("x", "vault", "echo", message=ARG_SECRET)], "mode": ARG_SECRET},
+            {"calls": [call("x", "vault", "echo", message=ARG_SECRET)], "read_only": ARG_SECRET},
+            {"calls": [{"id": ARG_SECRET * 10, "server": "vault", "tool": "echo"}]},
+            {"calls": [call("a\x00" + ARG_SECRET, "vault", "echo")]},
+        ):
+            assert (await out.post(client, "/v1/batches", json=bad)).status_code == 422
+        gumloop = {
+            "calls": [
+                {"ref": "g1", "server_id": "locked", "tool_name": "echo", "arguments": {"message": ARG_SECRET}},
+                {"ref": "g2", "server_id": "vault", "tool_name": "fail", "arguments": {"reason": ARG_SECRET}},
+                {"ref": "g3", "server_id": "vault", "tool_name": "echo", "arguments": {"message": [ARG_SECRET]}},
+            ]
+        }
+        await out.post(client, "/mcp/tools/call", json=gumloop)
+        await out.post(client, "/mcp/tools/call", json={"calls": [{"server_id": ARG_SECRET, "x": ARG_SECRET}]})
+        mcp_calls = [call("m1", "locked", "echo", message=ARG_SECRET), call("m2", "vault", "fail", reason=ARG_SECRET)]
+        for tool, arguments in (
+            ("call_tools_batch", {"calls": mcp_calls, "wait_seconds": 10}),
+            ("call_tools_batch", {"calls": ARG_SECRET}),
+            ("submit_batch", {"calls": [{"server": "vault", "tool": "echo", "arguments": ARG_SECRET}]}),
+            ("get_batch", {"batch_id": ARG_SECRET}),
+            ("list_servers", {}),
+        ):
+            await out.post(client, "/mcp", json=mcp_call(tool, arguments), headers=MCP_HEADERS)
+        await out.get(client, "/v1/servers")
+        await out.get(client, "/openapi.json")
+        await out.get(client, "/healthz")
+    logs = [(f"log {r.name}", f"{r.getMessage()}\n{r.exc_text or ''}") for r in caplog.records]
+    assert logs
+
+    for label, status, headers, body in out.seen:
+        for secret in (HEADER_SECRET, ENV_SECRET):
+            assert secret not in headers + body, f"{secret} in {label}: {body[:2000]}"
+        if status >= 400:  # a refusal quotes no argument value (nor any submitted value)
+            assert ARG_SECRET not in body, f"an argument value in {label} ({status}): {body[:2000]}"
+        for value in json_values(body):
+            for error in errors_in(value):
+                assert ARG_SECRET not in json.dumps(error), f"an argument value in an error of {label}: {error}"
+            if isinstance(value, dict) and (value.get("result") or {}).get("isError"):
+                assert ARG_SECRET not in json.dumps(value), f"an argument value in a tool error of {label}: {value}"
+    for label, text in logs:
+        for secret in (HEADER_SECRET, ENV_SECRET, ARG_SECRET):
+            assert secret not in text, f"{secret} in {label}: {text[:2000]}"
+    # The caller's own argument does come back where a tool legitimately returned it: the checks above look at errors.
+    assert ARG_SECRET in json.dumps(document["results"][0]["content"])
