@@ -26,10 +26,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+import redis.asyncio as aioredis
 from mcp import Client
 
+from service.core.keys import Keys
 from service.dev import demo_http_backend, embedded_redis, free_port, wait_until
 
 
@@ -45,12 +48,16 @@ class Stack:
 
     http: httpx.AsyncClient
     backend_url: str
-    redis: str
+    redis: str  # a description, for the printout
+    redis_url: str
+    api_pid: int
+    worker_pids: list[int]
 
 
 @asynccontextmanager
-async def service_stack(extra_env: dict[str, str] | None = None) -> AsyncIterator[Stack]:
-    """Start everything, wait until the API answers, stop everything on exit."""
+async def service_stack(extra_env: dict[str, str] | None = None, workers: int = 1) -> AsyncIterator[Stack]:
+    """Start everything (the API and `workers` worker processes), wait until the API answers and every worker
+    beats, so a batch is sharded across all of them; stop everything on exit."""
     with tempfile.TemporaryDirectory(prefix="mcp-batch-bench-") as tmp:
         async with embedded_redis(Path(tmp)) as (redis_url, redis_desc):
             backend_port, api_port = free_port(), free_port()
@@ -60,31 +67,49 @@ async def service_stack(extra_env: dict[str, str] | None = None) -> AsyncIterato
                 servers.write_text(json.dumps({"mcpServers": {"bench": {"url": url}}}))
                 env = {**os.environ, "MCP_BATCH_REDIS_URL": redis_url, "MCP_BATCH_SERVERS": str(servers)}
                 env.update(extra_env or {})
-                procs = [spawn("api", "--port", str(api_port), env=env), spawn("worker", env=env)]
+                api = spawn("api", "--port", str(api_port), env=env)
+                procs = [api] + [spawn("worker", env=env) for _ in range(workers)]
+                redis = aioredis.Redis.from_url(redis_url)
+                beats = Keys(env.get("MCP_BATCH_KEY_PREFIX", "mcpb")).workers
                 try:
                     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=300) as http:
 
                         async def healthy() -> bool:
                             return (await http.get("/healthz")).status_code == 200
 
+                        async def all_beating() -> bool:
+                            return int(await redis.zcard(beats)) == workers
+
                         await wait_until(healthy, 30, "api")
-                        yield Stack(http, url, redis_desc)
+                        await wait_until(all_beating, 60, "workers")
+                        yield Stack(http, url, redis_desc, redis_url, api.pid, [p.pid for p in procs[1:]])
                 finally:
+                    await redis.aclose()
                     for proc in procs:
                         proc.terminate()
                     for proc in procs:
                         proc.wait(10)
 
 
-async def direct(url: str, calls: int, concurrency: int) -> float:
-    """Seconds to make `calls` echo calls with one SDK client at `concurrency`."""
+def echo_arguments(i: int) -> dict[str, Any]:
+    return {"message": f"m{i}"}
+
+
+async def direct(
+    url: str,
+    calls: int,
+    concurrency: int,
+    tool: str = "echo",
+    arguments: Callable[[int], dict[str, Any]] = echo_arguments,
+) -> float:
+    """Seconds to make `calls` calls of `tool` (echo by default) with one SDK client at `concurrency`."""
     async with Client(url) as client:
         await client.call_tool("echo", {"message": "warm-up"})
         todo = iter(range(calls))
 
         async def lane() -> None:
             for i in todo:
-                result = await client.call_tool("echo", {"message": f"m{i}"})
+                result = await client.call_tool(tool, arguments(i))
                 assert not result.is_error
 
         start = time.perf_counter()
@@ -92,22 +117,27 @@ async def direct(url: str, calls: int, concurrency: int) -> float:
         return time.perf_counter() - start
 
 
-async def through_service(http: httpx.AsyncClient, calls: int, concurrency: int) -> float:
-    """Seconds from POST to a completed document for one batch of `calls` echo calls."""
-    body = {
-        "calls": [{"server": "bench", "tool": "echo", "arguments": {"message": f"m{i}"}} for i in range(calls)],
-        "max_concurrency": concurrency,
-    }
+async def run_batch(
+    http: httpx.AsyncClient, calls: list[dict[str, Any]], concurrency: int
+) -> tuple[float, dict[str, Any]]:
+    """Seconds from POST to a completed document for one batch of these calls, and that document (one result)."""
     start = time.perf_counter()
-    response = await http.post("/v1/batches", json=body)
+    response = await http.post("/v1/batches", json={"calls": calls, "max_concurrency": concurrency})
     response.raise_for_status()
     batch_id = response.json()["id"]
     while True:
-        document = (await http.get(f"/v1/batches/{batch_id}", params={"wait": 60, "limit": 1})).json()
+        document: dict[str, Any] = (await http.get(f"/v1/batches/{batch_id}", params={"wait": 60, "limit": 1})).json()
         if document["status"] == "completed":
             elapsed = time.perf_counter() - start
-            assert document["counts"]["succeeded"] == calls, document["counts"]
-            return elapsed
+            assert document["counts"]["succeeded"] == len(calls), document["counts"]
+            return elapsed, document
+
+
+async def through_service(http: httpx.AsyncClient, calls: int, concurrency: int) -> float:
+    """Seconds from POST to a completed document for one batch of `calls` echo calls."""
+    body = [{"server": "bench", "tool": "echo", "arguments": echo_arguments(i)} for i in range(calls)]
+    elapsed, _ = await run_batch(http, body, concurrency)
+    return elapsed
 
 
 async def median_of(rounds: int, measure: Callable[[], Awaitable[float]]) -> float:
