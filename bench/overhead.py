@@ -66,6 +66,7 @@ async def service_stack(extra_env: dict[str, str] | None = None, workers: int = 
                 servers = Path(tmp) / "servers.json"
                 servers.write_text(json.dumps({"mcpServers": {"bench": {"url": url}}}))
                 env = {**os.environ, "MCP_BATCH_REDIS_URL": redis_url, "MCP_BATCH_SERVERS": str(servers)}
+                env["MCP_BATCH_AUTH"] = "none"  # a private stack on localhost: no keys to manage
                 env.update(extra_env or {})
                 api = spawn("api", "--port", str(api_port), env=env)
                 procs = [api] + [spawn("worker", env=env) for _ in range(workers)]

@@ -75,6 +75,7 @@ async def scenario(
         "MCP_BATCH_REDIS_URL": redis_url,
         "MCP_BATCH_SERVERS": str(servers),
         "MCP_BATCH_LIMITER": limiter,
+        "MCP_BATCH_AUTH": "none",
     }
     seconds = 0.0 if kind == "rate" else 0.1
     concurrency = 16

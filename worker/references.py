@@ -29,7 +29,10 @@ class BatchReferences:
         self._changed = asyncio.Event()
 
     def finished(self, index: int, record: dict[str, Any]) -> None:
-        self._records[index] = record
+        # Kept only once this job has met a call with references: a batch without any must not hold every record
+        # it ran in memory (earlier records are read from Redis when a reference needs them).
+        if self._ids is not None:
+            self._records[index] = record
         self._changed.set()
 
     async def prepare(self, claim: Claim) -> Claim | dict[str, Any]:
