@@ -17,5 +17,7 @@ RUN uv sync --locked --no-dev
 
 RUN useradd --create-home --uid 10001 app
 USER app
-EXPOSE 8000
+# Logs as one JSON object per line; 8000 is the API (and its /metrics), 9464 a worker's Prometheus metrics.
+ENV MCP_BATCH_LOG_FORMAT=json MCP_BATCH_WORKER_METRICS_PORT=9464
+EXPOSE 8000 9464
 CMD ["mcp-batch", "api", "--host", "0.0.0.0", "--port", "8000"]

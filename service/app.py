@@ -15,6 +15,7 @@ from .core.catalog import Catalog
 from .core.events import Listener
 from .core.keys import Keys
 from .core.limits import LeaseSemaphore, RateLimiter
+from .core.metrics import ApiMetrics
 from .core.models import ErrorDetail
 from .core.payload_logs import keep_payloads_out_of_logs
 from .core.services import Services
@@ -24,6 +25,7 @@ from .core.tenants import load_keys
 from .errors import install_error_handlers
 from .mcp_endpoint import build_mcp_server, mcp_routes
 from .routes import batches, events, gumloop, health, servers
+from .routes import metrics as metrics_routes
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -34,6 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     keyring = None if settings.auth == "none" else load_keys(settings.keys)  # a bad keys file stops start-up too
     keys = Keys(settings.key_prefix)
     mcp = build_mcp_server(lambda: app.state.services, settings)
+    metrics = ApiMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -52,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             catalog=catalog,
             rate=RateLimiter(redis, keys),
             leases=LeaseSemaphore(redis, keys),
+            metrics=metrics,
         )
         try:
             # Routes have no lifespan of their own: the MCP session manager runs (and stops, before Redis closes) here.
@@ -72,10 +76,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.max_json_depth = settings.max_json_depth
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
+    app.add_middleware(metrics_routes.RequestMetrics, metrics=metrics)  # outermost: it sees the 503s and 401s too
     app.include_router(batches.router)
     app.include_router(events.router)
     app.include_router(servers.router)
     app.include_router(gumloop.router)
     app.include_router(health.router)
+    app.include_router(metrics_routes.router)
     app.router.routes.extend(mcp_routes(mcp, keyring))  # the MCP endpoint at /mcp (and /mcp/)
     return app

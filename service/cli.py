@@ -1,12 +1,12 @@
-"""The `mcp-batch` command: dev (everything in one process), api, worker, demo-backend; and the client commands
-submit, get and results, which talk to a running server over HTTP (service/remote.py)."""
+"""The `mcp-batch` command: dev (everything in one process), api, worker, demo-backend; the client commands
+submit, get and results, which talk to a running server over HTTP (service/remote.py); and status, the operator's
+view, read from Redis directly (service/status.py)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import logging
 import math
 import os
 import sys
@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import IO, Any
 
+from .core import logs
 from .core.errors import ConfigError
 from .core.models import ItemStatus
 from .core.tenants import KeyEntry, new_key
@@ -25,7 +26,8 @@ def _api(args: argparse.Namespace) -> None:
 
     from .app import create_app
 
-    uvicorn.run(create_app(), host=args.host, port=args.port, proxy_headers=True)
+    # log_config=None: uvicorn's lines go through the handler `main` set up (JSON with MCP_BATCH_LOG_FORMAT=json)
+    uvicorn.run(create_app(), host=args.host, port=args.port, proxy_headers=True, log_config=None)
 
 
 async def _run_worker() -> None:
@@ -63,6 +65,18 @@ def _demo_backend(args: argparse.Namespace) -> None:
     from demo.server import main as demo_main
 
     demo_main(args.rest)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from .core.settings import Settings
+    from .status import as_json, as_text, gather
+
+    status = asyncio.run(gather(Settings()))
+    if args.json:
+        _print_json(as_json(status))
+    else:
+        print(as_text(status))
+    return 0 if status.ok else 1
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -250,15 +264,20 @@ def main(argv: list[str] | None = None) -> None:
     new.add_argument("--max-unfinished-items", type=int, metavar="N", help="its tenant's most unfinished items")
     new.add_argument("--rate-share", type=float, metavar="F", help="its tenant's share of each backend's rate (0-1]")
     new.set_defaults(run=_keys_new)
+    status = sub.add_parser(
+        "status", help="workers, queue, leases and backends at a glance, from Redis (exit 1: no live worker)"
+    )
+    status.add_argument("--json", action="store_true", help="print JSON instead of aligned text")
+    status.set_defaults(run=_status)
 
     _add_client_commands(sub)
 
     args = parser.parse_args(argv)
     # not demo-backend: the stdout of the stdio backend is the MCP channel; not the client commands: they log nothing
     if args.command in {"dev", "api", "worker"}:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        for noisy in ("httpx", "httpx2", "mcp"):  # a log line per backend request would cost more than the call
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+        from .core.settings import get_settings
+
+        logs.configure(get_settings().log_format)
     try:
         code = args.run(args)
     except ConfigError as exc:

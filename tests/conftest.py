@@ -58,7 +58,8 @@ def servers(tmp_path: Path, http_backend: HttpBackendProcess) -> dict[str, Any]:
 def settings(tmp_path: Path, servers: dict[str, Any], redis: aioredis.Redis) -> Settings:
     path = tmp_path / "servers.json"
     path.write_text(json.dumps({"mcpServers": servers}))
-    return Settings(redis_url=REDIS_URL, servers=path, worker_idle_poll_seconds=30, auth="none")
+    # worker_metrics_port=0: a test that reads a worker's metrics gives it a free port of its own
+    return Settings(redis_url=REDIS_URL, servers=path, worker_idle_poll_seconds=30, auth="none", worker_metrics_port=0)
 
 
 @pytest.fixture

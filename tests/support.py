@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import uvicorn
 from mcp import Client
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from service.app import create_app
@@ -112,6 +113,25 @@ async def running_service(settings: Settings) -> AsyncIterator[ServiceHandle]:
             with suppress(asyncio.CancelledError):
                 await worker_task
             await worker.close()
+
+
+@asynccontextmanager
+async def running_worker(settings: Settings) -> AsyncIterator[Worker]:
+    """One arq worker in this event loop, returned once its start-up is done (its first heartbeat sent)."""
+    worker = create_worker(settings, handle_signals=False)
+    worker_task = asyncio.create_task(worker.async_run())
+    try:
+        async with asyncio.timeout(20):
+            while "heartbeat" not in worker.ctx:
+                if worker_task.done():
+                    worker_task.result()
+                await asyncio.sleep(0.01)  # arq offers no start event to await
+        yield worker
+    finally:
+        worker_task.cancel()
+        with suppress(asyncio.CancelledError):
+            await worker_task
+        await worker.close()
 
 
 async def submit(client: httpx.AsyncClient, calls: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
@@ -218,3 +238,17 @@ async def live_workers(redis: Any, count: int) -> None:
 def stamps(server: str, n: int, seconds: float = 0.0) -> list[dict[str, Any]]:
     """`n` calls of the demo backend's `stamp` tool (it records each arrival and the calls in flight)."""
     return [{"server": server, "tool": "stamp", "arguments": {"seconds": seconds}} for _ in range(n)]
+
+
+def metric_samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of a Prometheus scrape, by name and labels."""
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """One sample of a scrape (None when it is absent)."""
+    return metric_samples(text).get((name, frozenset(labels.items())))

@@ -24,6 +24,8 @@ from service.core.events import Listener
 from service.core.limits import Reservation, share_of
 from service.core.outage import REDIS_DOWN, with_redis_retry
 
+from . import metrics
+
 logger = logging.getLogger(__name__)
 
 _FALLBACK_POLL = 1.0  # seconds: a lost release message costs at most this much
@@ -103,7 +105,8 @@ class Gate:
                 wait = max(wait, reservation.wait)
             if wait > 0:
                 await asyncio.sleep(wait)
-            yield Admission(time.monotonic() - start)
+            with metrics.admitted(server, waited := time.monotonic() - start):
+                yield Admission(waited)
         finally:
             if lease is not None:
                 await self._release(server, lease)

@@ -8,26 +8,28 @@ import math
 import os
 import signal
 import socket
-import time
 from contextlib import ExitStack, suppress
 from typing import Any
 
 from arq import func
 from arq.connections import RedisSettings
 from arq.worker import Worker as ArqWorker
+from redis.exceptions import RedisError
 
-from service.core import shards
+from service.core import logs, shards
 from service.core.backends import load_servers
 from service.core.catalog import Catalog
 from service.core.events import Listener
 from service.core.keys import Keys
 from service.core.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
 from service.core.outage import redis_retried
+from service.core.overview import Heartbeat
 from service.core.payload_logs import keep_payloads_out_of_logs
 from service.core.precheck import Bounds
 from service.core.settings import Settings, get_settings
 from service.core.store import Store
 
+from . import metrics
 from .gate import Gate
 from .mcp_call import SessionPool
 from .recovery import recover_forever
@@ -37,6 +39,7 @@ from .webhooks import deliver_forever
 logger = logging.getLogger(__name__)
 
 _HAND_BACK_SECONDS = 5.0  # after the grace period, time for cut shards to hand their part back
+_BEAT_SECONDS = 1.0  # how often a worker says it is alive, busy or idle
 
 
 async def startup(ctx: dict[str, Any]) -> None:
@@ -78,6 +81,12 @@ async def startup(ctx: dict[str, Any]) -> None:
         settings.retry_max_seconds,
     )
     ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}"
+    # Bound in this (the worker's main) task's context, so every job, lane and loop started from here inherits them.
+    logs.bind(worker=ctx["worker_id"])
+    ctx["metrics"] = metrics.start(registry.names, settings.worker_metrics_port)
+    heartbeat = Heartbeat(redis, keys, ctx["worker_id"])
+    await heartbeat.beat()  # live (and counted by /readyz) before the first job
+    ctx["heartbeat"] = asyncio.create_task(_beat_forever(heartbeat), name="heartbeat")
     ctx["recovery"] = asyncio.create_task(recover_forever(ctx), name="recovery")
     done = Listener(redis, keys.done_channel)  # a batch ended: its webhook is due now
     await done.start()
@@ -86,14 +95,24 @@ async def startup(ctx: dict[str, Any]) -> None:
     logger.info("worker %s ready for %d backends", ctx["worker_id"], len(registry))
 
 
+async def _beat_forever(heartbeat: Heartbeat) -> None:
+    """Beat every second however long the queue poll waits: /readyz and sharding count workers that beat lately."""
+    while True:
+        await asyncio.sleep(_BEAT_SECONDS)  # a periodic duty: there is no event for "still alive"
+        with suppress(RedisError, OSError):  # the poll and the store report an outage; the next beat resumes
+            await heartbeat.beat()
+
+
 async def shutdown(ctx: dict[str, Any]) -> None:
-    for name in ("recovery", "webhooks"):
+    for name in ("heartbeat", "recovery", "webhooks"):
         if name in ctx:
             ctx[name].cancel()
             with suppress(asyncio.CancelledError):
                 await ctx[name]
     if "worker_id" in ctx:
         await ctx["redis"].zrem(Keys(ctx["settings"].key_prefix).workers, ctx["worker_id"])
+    if "metrics" in ctx:
+        await ctx["metrics"].close()
     if "pool" in ctx:
         await ctx["pool"].close()
     for name in ("released", "cancels", "done"):
@@ -109,16 +128,12 @@ class Worker(ArqWorker):
     poll interval is only the fallback for a missed message.
     """
 
-    def __init__(
-        self, *args: Any, wake_channel: str, workers_key: str, idle_poll_seconds: float, **kwargs: Any
-    ) -> None:
+    def __init__(self, *args: Any, wake_channel: str, idle_poll_seconds: float, **kwargs: Any) -> None:
         super().__init__(*args, poll_delay=0, **kwargs)
         self._wake_channel = wake_channel
         self._idle_poll = idle_poll_seconds
         self._listener: Listener | None = None
         self._watch = ExitStack()
-        self._workers_key = workers_key
-        self._beat_at = 0.0
         self._draining: asyncio.Future[None] | None = None
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
@@ -129,17 +144,14 @@ class Worker(ArqWorker):
             if shards.batch_of(job.decode()) not in running:
                 await super().start_jobs([job])
 
-    async def _beat(self) -> None:
-        now = time.time()
-        if now - self._beat_at >= 1.0:  # live workers decide how many shards a batch gets
-            self._beat_at = now
-            await self.pool.zadd(self._workers_key, {self.ctx["worker_id"]: now * 1000})
+    async def run_job(self, job_id: str, score: int) -> None:
+        with metrics.job_running():
+            await super().run_job(job_id, score)
 
     # arq's own loop lets a Redis error out of the poll, which ends the worker (and `mcp-batch worker` with it):
     # wait the outage out here instead, however long it lasts; running jobs ride it out in the store and the gate.
     @redis_retried(outage=math.inf, cap=5.0)
     async def _poll_iteration(self) -> None:
-        await self._beat()
         if self._listener is None:
             self._listener = Listener(self.pool, self._wake_channel)
             self._wake = self._watch.enter_context(self._listener.watch())
@@ -204,7 +216,6 @@ def create_worker(settings: Settings | None = None, **overrides: Any) -> Worker:
     options.update(overrides)
     return Worker(
         wake_channel=keys.wake_channel,
-        workers_key=keys.workers,
         idle_poll_seconds=settings.worker_idle_poll_seconds,
         **options,
     )

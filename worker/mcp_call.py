@@ -33,6 +33,7 @@ from service.core.models import ItemStatus, ToolInfo
 from service.core.precheck import Bounds, check_call, check_tool
 from service.core.store import Claim
 
+from . import metrics
 from .gate import Gate, LimitWait
 
 logger = logging.getLogger(__name__)
@@ -330,6 +331,7 @@ async def run_call(
                 await pool.gate.refused(claim.server, exc.retry_after or _DEFAULT_PAUSE)
             if not (exc.transient and retryable and record["attempts"] < pool.max_attempts):
                 return done(ItemStatus.error, error=_failure(exc, record["attempts"]))
+            metrics.retried(claim.server, exc)
             await asyncio.sleep(backoff(record["attempts"], pool.retry_base, pool.retry_max))
             reopened = await _open(pool, claim.server)  # a broken session was closed: this opens a fresh one
             if isinstance(reopened, dict):

@@ -18,6 +18,8 @@ from service.core.keys import Keys
 from service.core.settings import Settings
 from service.core.store import Store
 
+from . import metrics
+
 logger = logging.getLogger(__name__)
 
 
@@ -41,6 +43,7 @@ async def sweep(ctx: dict[str, Any]) -> int:
         if outcome == "replaced":
             await requeue(ctx, batch_id, shard, generation + 1)
             taken += 1
+            metrics.took_over()
             logger.warning("job %s stopped renewing its lease; its work goes to %s", job, new_job)
     for batch_id in await store.due_deadlines():
         outcome = await store.expire(batch_id)

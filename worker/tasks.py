@@ -18,13 +18,14 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from service.core import budget, shards
+from service.core import budget, logs, shards
 from service.core.document import iso
 from service.core.errors import BatchNotFound
 from service.core.models import BatchStatus, ItemStatus, Mode
 from service.core.settings import Settings
 from service.core.store import BatchMeta, Claim, Store
 
+from . import metrics
 from .mcp_call import SessionPool, run_call
 from .recovery import requeue
 from .references import BatchReferences
@@ -106,6 +107,7 @@ async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0, generati
     store: Store = ctx["store"]
     settings: Settings = ctx["settings"]
     job = shards.job_id(batch_id, shard, generation)
+    logs.bind(batch_id=batch_id, job=job)
     if not await store.renew(batch_id, job):
         logger.info("job %s was taken over before it started; nothing to do", job)
         return
@@ -150,6 +152,7 @@ async def _lane(
         if claim is None:
             return
         lane.claim, lane.dispatched = claim, False
+        logs.bind(item_id=claim.id, index=claim.index, server=claim.server)
         queued = round(time.time() - run.meta.created_at, 6)
 
         def dispatched(lane: _Lane = lane) -> None:
@@ -172,6 +175,7 @@ async def _lane(
             lane.timeout = None
         record["queued_seconds"] = queued
         record = budget.cap_stored(record, ctx["settings"].max_result_bytes)  # every record passes here
+        metrics.item_finished(claim.server, record["status"])
         references.finished(claim.index, record)
         finished = (claim, record)
         lane.claim = None
@@ -194,8 +198,8 @@ async def _run_item(
         return prepared | {"worker": worker_id, "started_at": now, "finished_at": now, "attempts": 0}
     except _NotSent:
         raise
-    except Exception:  # a bug must not leave the item running forever
-        logger.exception("item %d failed inside the worker", claim.index)
+    except Exception as exc:  # a bug must not leave the item running forever; its message may quote an argument
+        logger.error("item %d failed inside the worker: %s", claim.index, logs.stack_only(exc))
         return {
             "status": ItemStatus.error.value,
             "worker": worker_id,

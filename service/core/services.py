@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from arq import ArqRedis
 
@@ -18,6 +18,7 @@ from .catalog import Catalog
 from .errors import Backpressure, BatchNotFound
 from .keys import Keys, is_batch_id
 from .limits import LeaseSemaphore, RateLimiter
+from .metrics import ApiMetrics
 from .models import (
     TERMINAL_BATCH,
     BatchDocument,
@@ -54,6 +55,7 @@ class Services:
     catalog: Catalog
     rate: RateLimiter
     leases: LeaseSemaphore
+    metrics: ApiMetrics = field(default_factory=ApiMetrics)
 
     def validate(self, request: BatchRequest, caller: Caller = ANYONE) -> int:
         """Whole-batch checks (InvalidBatch lists every fault, Forbidden what the caller's key may not do); the
@@ -120,6 +122,7 @@ class Services:
             await self.store.delete(batch_id, jobs)  # nothing half-written: a batch that could not be queued is gone
             raise
         await self.redis.publish(self.keys.wake_channel, batch_id)
+        self.metrics.batch_submitted()
         return batch_id
 
     async def owned(self, batch_id: str, caller: Caller) -> str:

@@ -137,6 +137,22 @@ class Settings(BaseSettings):
         description="Largest stored item record (serialized); a larger result is cut to fit and marked "
         "`stored_truncated`.",
     )
+    # Operating it: metrics, logs, readiness.
+    worker_metrics_port: int = Field(
+        9464,
+        ge=0,
+        le=65_535,
+        description="Port of a worker's Prometheus metrics (0: none); when taken, the next free one up to +16.",
+    )
+    metrics_public: bool = Field(
+        False, description="Serve the API's /metrics without an API key even when auth is on (MCP_BATCH_AUTH=keys)."
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="`text`: one readable line per record; `json`: one JSON object per line, with ids."
+    )
+    ready_worker_seconds: float = Field(
+        30.0, gt=0, description="/readyz and `mcp-batch status` need a worker heartbeat at most this old."
+    )
 
 
 @lru_cache

@@ -1,4 +1,5 @@
-"""GET /healthz: the API is up and reaches Redis (a readiness check: 503 while Redis is down or still loading)."""
+"""GET /healthz: the API is up and reaches Redis (503 while Redis is down or still loading). GET /readyz: the service
+can run batches: Redis answers and at least one worker has sent a heartbeat lately. Neither needs an API key."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
+from ..core import overview
 from ..deps import ServicesDep
 
 router = APIRouter(tags=["health"])
@@ -23,3 +25,27 @@ async def healthz(services: ServicesDep) -> JSONResponse:
     except (RedisError, OSError):  # OSError includes the timeout
         return JSONResponse({"status": "unavailable", "redis": False}, status_code=503)
     return JSONResponse({"status": "ok", "redis": True})
+
+
+@router.get(
+    "/readyz",
+    summary="Redis answers and a worker is alive",
+    description="200 `{status: ready, redis: true, workers: N}` when Redis answers and N ≥ 1 workers sent a heartbeat "
+    "within MCP_BATCH_READY_WORKER_SECONDS (30); 503 with `reason` otherwise.",
+)
+async def readyz(services: ServicesDep) -> JSONResponse:
+    within = services.settings.ready_worker_seconds
+    try:
+        async with asyncio.timeout(_PING_SECONDS):
+            beats = await overview.workers(services.redis, services.keys)
+    except (RedisError, OSError):
+        return _unready(False, 0, "Redis does not answer")
+    alive = [beat for beat in beats if beat.seconds_ago <= within]
+    if not alive:
+        return _unready(True, 0, f"no worker has sent a heartbeat in the last {within:g} s")
+    return JSONResponse({"status": "ready", "redis": True, "workers": len(alive)})
+
+
+def _unready(redis: bool, workers: int, reason: str) -> JSONResponse:
+    body = {"status": "unavailable", "redis": redis, "workers": workers, "reason": reason}
+    return JSONResponse(body, status_code=503)
