@@ -14,7 +14,7 @@ from service.cli import main
 from service.core.keys import Keys
 from service.core.settings import Settings
 from tests.conftest import REDIS_URL
-from tests.support import ServiceHandle, free_port, run_batch
+from tests.support import ServiceHandle, free_port, live_workers, run_batch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,9 +37,10 @@ def operator_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("operator_env")
 async def test_status_shows_a_live_worker_and_the_backends_and_exits_0(
-    service: ServiceHandle, capsys: pytest.CaptureFixture[str]
+    service: ServiceHandle, redis: aioredis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert service.worker is not None
+    await live_workers(redis, 1)  # the worker may still be starting: its first heartbeat
     code = await cli("status")
     out = capsys.readouterr().out
     assert code == 0, out
