@@ -1,5 +1,7 @@
-"""The only code that reads and writes batch keys: create, advance (finish one item and claim the next), leases,
-cancel and expiry, load, wait.
+"""The batch store: create, advance (finish one item and claim the next), load, wait. `Store` also takes in
+lifecycle.py (leases and take-overs, cancel, deadlines) and tenant_index.py (a tenant's batches). Batch keys are
+written only here and by the scripts; retry.py, progress.py and webhook_queue.py read some of them (or, for
+webhooks, their own fields), each saying so.
 
 Items are claimed through a cursor (`claimed`) rather than a list of pending indexes, so a batch of any size costs
 O(1) to queue; an item's state is derived: a result record means finished, an index below the cursor without one
@@ -22,11 +24,12 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
-from . import scripts, shards
-from .document import LIMITS, iso, render, spec_fields
-from .errors import BatchAlreadyFinished, BatchNotFound, ItemNotFound
+from . import scripts
+from .document import LIMITS, render, spec_fields
+from .errors import BatchNotFound, ItemNotFound
 from .events import Listener
 from .keys import LIVE_TTL_SECONDS, Keys
+from .lifecycle import Lifecycle
 from .models import (
     FAILED_ITEM,
     TERMINAL_BATCH,
@@ -34,17 +37,16 @@ from .models import (
     BatchDocument,
     BatchRequest,
     BatchStatus,
-    BatchSummary,
     Call,
     ItemResult,
     ItemStatus,
     Mode,
 )
 from .outage import with_redis_retry
+from .tenant_index import TenantIndex
 from .tenants import DEFAULT_TENANT
 
 _CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
-_LIST_SCAN = 1_000  # most index entries one listing request reads (a status filter may skip many)
 
 
 def _spec(index: int, call: Call) -> dict[str, Any]:
@@ -53,25 +55,6 @@ def _spec(index: int, call: Call) -> dict[str, Any]:
     if call.timeout_seconds is not None:
         spec["timeout_seconds"] = call.timeout_seconds
     return spec
-
-
-def _summary(batch_id: str, row: list[str | None]) -> BatchSummary:
-    """From the meta fields status, total, finished, created_at, finished_at, retry_of."""
-    status, total, finished, created, ended, retry_of = row
-    return BatchSummary(
-        id=batch_id,
-        status=BatchStatus(status or BatchStatus.queued),
-        total=int(total or 0),
-        finished=int(finished or 0),
-        created_at=iso(float(created or 0)) or "",
-        finished_at=iso(float(ended)) if ended else None,
-        retry_of=retry_of,
-    )
-
-
-def _next_generation(job: str) -> tuple[str, int, int]:
-    batch_id, shard, generation = shards.parse(job)
-    return batch_id, shard, generation + 1
 
 
 def new_batch_id() -> str:
@@ -107,15 +90,7 @@ class BatchMeta:
     rate_share: float | None = None
 
 
-@dataclass(frozen=True)
-class CancelOutcome:
-    """What a cancel did: `cancelling` (calls in flight will end) or `ended` (the batch is cancelled now)."""
-
-    outcome: str
-    status: BatchStatus
-
-
-class Store:
+class Store(Lifecycle, TenantIndex):
     """Batch persistence over one Redis connection pool."""
 
     def __init__(
@@ -210,48 +185,6 @@ class Store:
         raw = await cast(Awaitable[bytes | None], self.redis.get(key))
         return int(raw or 0)
 
-    async def tenant_of(self, batch_id: str) -> str:
-        """The tenant that owns a batch (BatchNotFound when there is no such batch)."""
-        raw = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "tenant"))
-        if raw is None:
-            raise BatchNotFound(batch_id)
-        return raw.decode()
-
-    async def batches_of(
-        self, tenant: str, before: int | None, limit: int, status: set[BatchStatus] | None
-    ) -> tuple[list[BatchSummary], int | None]:
-        """A tenant's batches, newest first, created before `before` (µs); and the cursor of the next page.
-
-        Ids whose batch has expired are dropped from the tenant's index as they are met."""
-        index = self.keys.tenant_batches(tenant)
-        found: list[BatchSummary] = []
-        upper: str = f"({before}" if before is not None else "+inf"
-        scanned = 0
-        while len(found) < limit and scanned < _LIST_SCAN:
-            page = await self.redis.zrevrangebyscore(index, upper, "-inf", start=0, num=limit, withscores=True)
-            if not page:
-                return found, None
-            fields = ["status", "total", "finished", "created_at", "finished_at", "retry_of"]
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for member, _ in page:
-                    pipe.hmget(self.keys.batch(member.decode()), fields)
-                rows = await pipe.execute()
-            gone = []
-            for (member, score), row in zip(page, rows, strict=True):
-                scanned += 1
-                upper = f"({int(score)}"
-                if row[0] is None:
-                    gone.append(member)
-                    continue
-                summary = _summary(member.decode(), [v.decode() if v else None for v in row])
-                if status is None or summary.status in status:
-                    found.append(summary)
-                    if len(found) == limit:
-                        return found, int(score)
-            if gone:
-                await self.redis.zrem(index, *gone)
-        return found, int(upper[1:]) if upper.startswith("(") else None
-
     async def delete(self, batch_id: str, jobs: list[str]) -> None:
         """Remove a batch that could not be queued, and what it added to the shared keys."""
         total, tenant = await cast(
@@ -303,13 +236,6 @@ class Store:
             None if raw[8] is None else float(raw[8]),
         )
 
-    def _script_keys(self, batch_id: str) -> list[str]:
-        keys = self.keys
-        return [*keys.batch_keys(batch_id), keys.jobs, keys.unfinished, keys.deadlines, keys.webhooks]
-
-    def _script_args(self, batch_id: str) -> list[Any]:
-        return [repr(time.time()), self.keys.done_channel, batch_id]
-
     async def advance(
         self, batch_id: str, job: str, finished: tuple[Claim, dict[str, Any]] | None, want_next: bool
     ) -> Claim | None:
@@ -340,70 +266,6 @@ class Store:
             spec.get("timeout_seconds"),
             recovered=int(reply[2]) == 1,
         )
-
-    async def renew(self, batch_id: str, job: str) -> bool:
-        """Start or renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""
-        keys = [self.keys.jobs, *self.keys.batch_keys(batch_id)]
-        return bool(await self._renew(keys, [job, self.lease_ms, self.live_ms]))
-
-    async def release(self, batch_id: str, job: str) -> str:
-        """A shard job ran out of items: drop its lease. Claims it still holds were lost with their replies (Redis
-        stopped before answering); those go to a replacement job ('replaced': the caller queues it)."""
-        new_job = shards.job_id(*_next_generation(job))
-        return await self.take_over(batch_id, job, new_job, mode="2")
-
-    async def take_over(
-        self,
-        batch_id: str,
-        job: str,
-        new_job: str,
-        force: bool = False,
-        never_dispatched: list[int] | None = None,
-        mode: str | None = None,
-    ) -> str:
-        """Hand a shard job's in-flight items to a replacement job (leased to `new_job`, which the caller queues).
-
-        Without force, only when the job's lease has lapsed. Returns 'replaced' when the caller must queue
-        `new_job`; 'gone', 'alive', 'queued', 'released' or 'done' when not."""
-        keys = [
-            *self._script_keys(batch_id),
-            self.keys.queue,
-            self.keys.arq_job(job),
-            self.keys.arq_in_progress(job),
-        ]
-        clean = ",".join(str(i) for i in never_dispatched or [])
-        mode = mode or ("1" if force else "0")
-        args = [*self._script_args(batch_id), job, new_job, self.lease_ms, mode, self.live_ms, clean]
-        reply = await self._take_over(keys, args)
-        return cast(bytes, reply).decode()
-
-    async def lapsed_jobs(self, limit: int = 100) -> list[str]:
-        """Shard jobs whose lease has lapsed (on Redis's clock)."""
-        seconds, micros = await self.redis.time()
-        now_ms = seconds * 1000 + micros // 1000
-        raw = await self.redis.zrangebyscore(self.keys.jobs, "-inf", now_ms, start=0, num=limit)
-        return [member.decode() for member in raw]
-
-    async def cancel(self, batch_id: str) -> CancelOutcome:
-        """Stop a batch: nothing more starts; it ends when its calls in flight end (BatchAlreadyFinished if over)."""
-        args = [*self._script_args(batch_id), self.keys.cancel_channel]
-        outcome, status = (v.decode() for v in await self._cancel(self._script_keys(batch_id), args))
-        if outcome == "missing":
-            raise BatchNotFound(batch_id)
-        if outcome == "finished":
-            raise BatchAlreadyFinished(batch_id, status)
-        return CancelOutcome(outcome, BatchStatus(status))
-
-    async def expire(self, batch_id: str) -> str:
-        """Apply a batch's deadline if it has passed; returns the script's outcome."""
-        reply = await self._expire(self._script_keys(batch_id), self._script_args(batch_id))
-        return cast(bytes, reply).decode()
-
-    async def due_deadlines(self, limit: int = 100) -> list[str]:
-        """Batches whose deadline has passed and which have not ended yet."""
-        now_ms = int(time.time() * 1000)
-        raw = await self.redis.zrangebyscore(self.keys.deadlines, "-inf", now_ms, start=0, num=limit)
-        return [member.decode() for member in raw]
 
     def _coalesced(self, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

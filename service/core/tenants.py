@@ -96,9 +96,6 @@ class KeyRing:
             for e in entries
         }
 
-    def __len__(self) -> int:
-        return len(self._callers)
-
     def caller(self, key: str) -> Caller | None:
         """The caller a presented key belongs to, or None."""
         return self._callers.get(hash_key(key))
