@@ -20,6 +20,8 @@ from .core.models import ItemStatus
 from .core.tenants import KeyEntry, new_key
 from .remote import DEFAULT_SERVER_URL, Progress, Remote, RemoteError, load_batch
 
+_GRACEFUL_SHUTDOWN_SECONDS = 30
+
 
 def _api(args: argparse.Namespace) -> None:
     import uvicorn
@@ -27,7 +29,15 @@ def _api(args: argparse.Namespace) -> None:
     from .app import create_app
 
     # log_config=None: uvicorn's lines go through the handler `main` set up (JSON with MCP_BATCH_LOG_FORMAT=json)
-    uvicorn.run(create_app(), host=args.host, port=args.port, proxy_headers=True, log_config=None)
+    # Open event streams and long polls get this long to end on a stop; then they are closed (clients resume).
+    uvicorn.run(
+        create_app(),
+        host=args.host,
+        port=args.port,
+        proxy_headers=True,
+        log_config=None,
+        timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
+    )
 
 
 async def _run_worker() -> None:

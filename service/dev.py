@@ -131,7 +131,14 @@ async def run_dev(host: str, port: int) -> None:
 
         worker = create_worker(settings, handle_signals=False)
         worker_task = asyncio.create_task(worker.async_run())
-        config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning", log_config=None)
+        config = uvicorn.Config(
+            create_app(settings),
+            host=host,
+            port=port,
+            log_level="warning",
+            log_config=None,
+            timeout_graceful_shutdown=5,
+        )
         api = uvicorn.Server(config)  # log_config=None: its lines go through the handler `mcp-batch` set up
         base = f"http://{host}:{port}"
         print(

@@ -86,7 +86,11 @@ class ServiceHandle:
 async def running_api(settings: Settings) -> AsyncIterator[str]:
     """The API alone on a real port, in this event loop (workers run elsewhere); its base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    # A connection left open (a stream, a long poll) must not hold a test's teardown: close it after 5 s.
+    config = uvicorn.Config(
+        create_app(settings), host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5
+    )
+    server = uvicorn.Server(config)
     api_task = asyncio.create_task(server.serve())
     try:
         async with asyncio.timeout(20):
