@@ -17,7 +17,6 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from contextlib import suppress
 from typing import Any
 
 from mcp import Client
@@ -38,6 +37,7 @@ from .gate import Gate, LimitWait
 
 logger = logging.getLogger(__name__)
 
+_STOP_SECONDS = 10.0  # longest a cancelled session's owner gets to close its client (the SDK kills within ~4 s)
 _PING_SECONDS = 5.0  # after a timeout, how long a backend has to prove it is still alive
 _LEASE_MARGIN = 30.0  # a concurrency lease outlives its call's timeout by this much, then lapses
 _DEFAULT_PAUSE = 1.0  # how long a 429 without Retry-After holds a backend back
@@ -93,15 +93,17 @@ class BackendSession:
         """End the session: its owner leaves the client's context within `wait` seconds, or is cancelled."""
         self._closing.set()
         owner, self._owner = self._owner, None
-        if owner is not None and not owner.done():
-            try:
-                await asyncio.wait_for(owner, wait)
-            except (TimeoutError, asyncio.CancelledError):
+        if owner is None or owner.done():
+            return
+        try:  # asyncio.wait, not wait_for: wait_for would wait without bound for a cancelled owner to finish
+            await asyncio.wait({owner}, timeout=wait)
+        finally:
+            if not owner.done():
                 owner.cancel()
-                with suppress(BaseException):
-                    await owner
-            except BaseException:
-                pass
+                # Bounded: a session cancelled while its process was still starting must not hold a stop forever.
+                await asyncio.wait({owner}, timeout=_STOP_SECONDS)
+                if not owner.done():
+                    logger.warning("session to %s did not stop; abandoning it", self.name)
 
     @property
     def alive(self) -> bool:

@@ -14,9 +14,19 @@ from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 
 from service.core.settings import Settings
-from tests.support import ServiceHandle, free_port, metric, metric_samples, run_batch, running_api, submit
+from tests.support import (
+    ServiceHandle,
+    free_port,
+    live_workers,
+    metric,
+    metric_samples,
+    run_batch,
+    running_api,
+    submit,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -91,7 +101,10 @@ async def test_metrics_show_a_batch_its_items_and_their_latency(
         assert TOKEN not in scrape and ARGUMENT not in scrape and "no-such-server" not in scrape
 
 
-async def test_the_worker_counts_its_running_jobs(service: ServiceHandle, client: httpx.AsyncClient) -> None:
+async def test_the_worker_counts_its_running_jobs(
+    service: ServiceHandle, client: httpx.AsyncClient, redis: aioredis.Redis
+) -> None:
+    await live_workers(redis, 1)  # its start-up (and metrics endpoint) done
     batch_id = (await submit(client, [{"server": "demo", "tool": "sleep", "arguments": {"seconds": 30}}]))["id"]
     await worker_shows(service, jobs=1, in_flight=1)
     assert (await client.post(f"/v1/batches/{batch_id}/cancel")).is_success
