@@ -32,13 +32,13 @@ import httpx
 import redis.asyncio as aioredis
 from mcp import Client
 
-from service.core.keys import Keys
-from service.dev import demo_http_backend, embedded_redis, free_port, wait_until
+from mcp_batch.keys import Keys
+from mcp_batch_cli.dev import demo_http_backend, embedded_redis, free_port, wait_until
 
 
 def spawn(command: str, *args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """`mcp-batch COMMAND` as a separate process, as in production."""
-    argv = [sys.executable, "-c", "from service.cli import main; main()", command, *args]
+    argv = [sys.executable, "-c", "from mcp_batch_cli.commands import main; main()", command, *args]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
 

@@ -31,14 +31,14 @@ import httpx
 import redis.asyncio as aioredis
 from mcp import Client
 
-from service.dev import demo_http_backend, embedded_redis, free_port, wait_until
+from mcp_batch_cli.dev import demo_http_backend, embedded_redis, free_port, wait_until
 
 RATE = {"per_second": 50, "burst": 10}
 CAP = 4
 
 
 def spawn(command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-c", "from service.cli import main; main()", *command.split()]
+    argv = [sys.executable, "-c", "from mcp_batch_cli.commands import main; main()", *command.split()]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
 

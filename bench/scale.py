@@ -45,7 +45,7 @@ from arq.jobs import serialize_job
 from arq.worker import Worker
 from overhead import Stack, direct, run_batch, service_stack  # the script's own folder is on sys.path
 
-from service.dev import wait_until
+from mcp_batch_cli.dev import wait_until
 
 SLEEP = 0.05
 ARQ_QUEUE = "bench:arq:noop"  # not the service's queue: the service's workers never see these jobs

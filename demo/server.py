@@ -1,17 +1,14 @@
-"""The in-repo demo and test backend: a real MCP server with tools for every behaviour the service must handle.
+"""The demo backend: a small real MCP server to try batches against (`mcp-batch dev` runs it).
 
 Run it over stdio (`mcp-batch demo-backend`) or streamable HTTP (`mcp-batch demo-backend --transport http --port 9100`).
-Tests and benchmarks start it as a real process; nothing here is a mock.
+The tests' backend (tests/fault_backend.py) adds the tools that crash, hang, garble and fail on demand to this one.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -19,8 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
-from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
@@ -31,16 +27,9 @@ server = MCPServer(
     instructions="Demo backend for mcp-batch: echo, sleep, fail, big, write.",
 )
 
-# Per-process tallies, so a test or benchmark can ask the backend itself what it saw.
+# Per-process tallies, read by the tests' `stats` tool (tests/fault_backend.py).
 _calls: dict[str, int] = {}
 _writes: list[str] = []
-_arrivals: list[float] = []
-_in_flight = {"now": 0, "max": 0}
-_faults: dict[str, Any] = {"count": 0, "status": 429, "retry_after": None}  # what the next tool calls answer over HTTP
-_tallies: dict[str, int] = {}  # invocations per key of `tally` / `tally_write`, so tests see what ran twice
-_faulted: list[float] = []  # when a call was answered with an injected status
-_wire: dict[str, int] = {}  # over stdio: the real stdout, which the SDK hides from tool code
-_CONTROL = {"refuse_next", "fail_next", "stats"}  # tools a test drives the backend with: never failed
 
 
 class Measurement(BaseModel):
@@ -97,185 +86,18 @@ def write(key: str, value: str = "") -> str:
     return f"wrote {key}"
 
 
-@server.tool(annotations=READ)
-async def stamp(seconds: float = 0.0) -> float:
-    """Record this call's arrival time (and how many stamp calls are in flight), optionally take `seconds`."""
-    arrived = time.time()
-    _arrivals.append(arrived)
-    _in_flight["now"] += 1
-    _in_flight["max"] = max(_in_flight["max"], _in_flight["now"])
-    try:
-        await asyncio.sleep(seconds)
-    finally:
-        _in_flight["now"] -= 1
-    return arrived
-
-
-@server.tool(annotations=READ)
-async def tally(key: str, seconds: float = 0.0) -> str:
-    """A read: count this key's invocations (see `stats`), taking `seconds`."""
-    _tallies[key] = _tallies.get(key, 0) + 1
-    await asyncio.sleep(seconds)
-    return key
-
-
-@server.tool(annotations=WRITE)
-async def tally_write(key: str, seconds: float = 0.0) -> str:
-    """A write (not idempotent): count this key's invocations (see `stats`), taking `seconds`."""
-    _tallies[key] = _tallies.get(key, 0) + 1
-    await asyncio.sleep(seconds)
-    return key
-
-
-@server.tool(annotations=READ)
-def stats(reset: bool = False) -> dict[str, Any]:
-    """What this process has seen: calls per tool, writes, stamp arrivals, most stamp calls in flight at once, and when
-    calls were answered with a status that `refuse_next` or `fail_next` asked for."""
-    seen = {
-        "calls": dict(_calls),
-        "writes": list(_writes),
-        "arrivals": list(_arrivals),
-        "in_flight_max": _in_flight["max"],
-        "faulted": list(_faulted),
-        "tallies": dict(_tallies),
-        "pid": os.getpid(),
-    }
-    if reset:
-        _calls.clear()
-        _writes.clear()
-        _arrivals.clear()
-        _faulted.clear()
-        _tallies.clear()
-        _in_flight["max"] = _in_flight["now"]
-    return seen
-
-
-@server.tool(annotations=READ)
-def refuse_next(count: int = 1, retry_after: float = 1.0) -> str:
-    """Over HTTP: answer the next `count` tool calls with 429 and this Retry-After (a backend's own rate limit)."""
-    _faults.update(count=count, status=429, retry_after=retry_after)
-    return f"refusing the next {count} calls"
-
-
-@server.tool(annotations=READ)
-def fail_next(count: int = 1, status: int = 500) -> str:
-    """Over HTTP: answer the next `count` tool calls with this HTTP status (a backend failing for a moment)."""
-    _faults.update(count=count, status=status, retry_after=None)
-    return f"failing the next {count} calls with HTTP {status}"
-
-
-def _called_tool(body: bytes) -> str | None:
-    """The tool a JSON-RPC request body calls, if it is a tools/call."""
-    try:
-        message = json.loads(body)
-        return str(message["params"]["name"]) if message.get("method") == "tools/call" else None
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-
-
-class FailCalls:
-    """ASGI middleware: the statuses that `refuse_next` and `fail_next` ask for, before the MCP app sees the call."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or _faults["count"] <= 0:
-            await self.app(scope, receive, send)
-            return
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-        tool = _called_tool(body)
-        if tool is not None and tool not in _CONTROL and _faults["count"] > 0:
-            _faults["count"] -= 1
-            _faulted.append(time.time())
-            retry_after = _faults["retry_after"]
-            headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else None
-            answer = PlainTextResponse(f"injected HTTP {_faults['status']}", _faults["status"], headers)
-            await answer(scope, receive, send)
-            return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
-
-
-class RequireToken:
-    """ASGI middleware: 401 to any HTTP request without `Authorization: Bearer <token>` (a backend refusing the
-    credentials it was given)."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != self.expected:
-            await PlainTextResponse("unauthorized", status_code=401)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-
-@server.tool(annotations=READ)
-def crash(exit_code: int = 1, once: str = "") -> str:
-    """Kill this server process at once, mid-call (a backend that dies). With `once` (a file path), only when that
-    file does not exist yet, creating it: the call a retry repeats finds a healthy backend."""
-    if once:
-        marker = Path(once)
-        if marker.exists():
-            return "still alive"
-        marker.touch()
-    os._exit(exit_code)
-
-
-@server.tool(annotations=READ)
-def garble(text: str = "this line is not JSON-RPC", binary: bool = False) -> str:
-    """Over stdio: write a garbage line on the real stdout, between the server's own messages, and keep serving.
-    With `binary`, the line is not even UTF-8."""
-    line = b"\xff\xfe\x00garbage\n" if binary else text.replace("\n", " ").encode() + b"\n"
-    os.write(_wire.get("stdout", 1), line)
-    return "garbled"
-
-
-@server.tool(annotations=READ)
-async def hang(block: bool = False) -> str:
-    """Never answer. With block=true the whole process freezes (a backend that stops responding)."""
-    if block:
-        while True:
-            time.sleep(3600)  # noqa: ASYNC251 - freezing the event loop is the point
-    await asyncio.Event().wait()
-    return "unreachable"
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry: serve over stdio or streamable HTTP."""
+def main(argv: list[str] | None = None, wrap: Callable[[ASGIApp], ASGIApp] | None = None) -> None:
+    """Command-line entry: serve over stdio or streamable HTTP (`wrap` puts middleware around the HTTP app)."""
     parser = argparse.ArgumentParser(prog="mcp-batch demo-backend", description=__doc__)
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=9100)
-    parser.add_argument("--require-token", metavar="TOKEN", help="over HTTP: answer 401 unless `Bearer TOKEN` is sent")
-    parser.add_argument(
-        "--garbage-stdout", action="store_true", help="over stdio: print a banner (not JSON-RPC) before serving"
-    )
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="how to serve (default: stdio)")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP: the address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=9100, help="HTTP: the port to listen on (default: 9100)")
     args = parser.parse_args(argv)
     if args.transport == "stdio":
-        if args.garbage_stdout:
-            print("mcp-batch demo backend starting up", flush=True)
-        _wire["stdout"] = os.dup(1)  # the SDK points fd 1 at stderr while it serves; `garble` writes here
         server.run("stdio")
     else:
-        app: ASGIApp = FailCalls(server.streamable_http_app(host=args.host))
-        if args.require_token:
-            app = RequireToken(app, args.require_token)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        app: ASGIApp = server.streamable_http_app(host=args.host)
+        uvicorn.run(wrap(app) if wrap else app, host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -9,23 +9,25 @@ from arq import create_pool
 from arq.connections import RedisSettings
 from fastapi import FastAPI
 
-from .body_limit import BodyLimit
-from .core.backends import load_servers
-from .core.catalog import Catalog
-from .core.events import Listener
-from .core.keys import Keys
-from .core.limits import LeaseSemaphore, RateLimiter
-from .core.metrics import ApiMetrics
-from .core.models import ErrorDetail
-from .core.payload_logs import keep_payloads_out_of_logs
-from .core.services import Services
-from .core.settings import Settings, get_settings
-from .core.store import Store
-from .core.tenants import load_keys
-from .errors import install_error_handlers
-from .mcp_endpoint import build_mcp_server, mcp_routes
-from .routes import batches, events, gumloop, health, servers
-from .routes import metrics as metrics_routes
+from mcp_batch.backends.catalog import Catalog
+from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
+from mcp_batch.backends.servers_file import load_servers
+from mcp_batch.keys import Keys
+from mcp_batch.models import ErrorDetail
+from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
+from mcp_batch.ops.prometheus import ApiMetrics
+from mcp_batch.settings import Settings, get_settings
+from mcp_batch.store.batches import Store
+from mcp_batch.store.channels import Listener
+from mcp_batch.tenants import load_keys
+from service.application.services import Services
+from service.doors import gumloop
+from service.doors.mcp_door import build_mcp_server, mcp_routes
+from service.http_errors import install_error_handlers
+from service.middleware import BodyLimit
+from service.routes import batches, health, servers
+from service.routes import scrape as metrics_routes
+from service.routes import stream as events
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

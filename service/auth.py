@@ -15,9 +15,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .core.errors import Unauthenticated
-from .core.models import ErrorDetail
-from .core.tenants import ANYONE, Caller, KeyRing
+from mcp_batch.errors import Unauthenticated
+from mcp_batch.models import ErrorDetail
+from mcp_batch.tenants import ANYONE, Caller, KeyRing
 
 current_caller: ContextVar[Caller] = ContextVar("current_caller")
 

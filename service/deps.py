@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from .auth import CallerDep
-from .core.services import Services
+from service.application.services import Services
+from service.auth import CallerDep
 
 
 def get_services(request: Request) -> Services:

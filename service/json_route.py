@@ -16,9 +16,9 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from .core.json_body import MalformedJSON, loads
-from .core.models import ErrorDetail
-from .core.settings import Settings
+from mcp_batch.models import ErrorDetail
+from mcp_batch.settings import Settings
+from service.json_body import MalformedJSON, loads
 
 _DEFAULT_DEPTH = Settings.model_fields["max_json_depth"].default
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from service.core.settings import Settings
+from mcp_batch.settings import Settings
 from tests.support import HttpBackendProcess, ServiceHandle, running_service, start_http_backend, stdio_demo
 
 REDIS_URL = os.environ.get("MCP_BATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")

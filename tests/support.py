@@ -21,8 +21,8 @@ from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
+from mcp_batch.settings import Settings
 from service.app import create_app
-from service.core.settings import Settings
 from worker.main import Worker, create_worker
 
 TERMINAL = {"completed", "cancelled", "expired"}
@@ -37,7 +37,7 @@ def free_port() -> int:
 
 def stdio_demo(**extra: Any) -> dict[str, Any]:
     """A servers-file entry running the demo backend over stdio with this interpreter."""
-    return {"command": sys.executable, "args": ["-m", "demo.server"], **extra}
+    return {"command": sys.executable, "args": ["-m", "tests.fault_backend"], **extra}
 
 
 @dataclass
@@ -61,7 +61,7 @@ def start_http_backend(timeout: float = 30.0, extra_args: Sequence[str] = ()) ->
     """Start the demo backend over HTTP (with `extra_args`, e.g. `--require-token`) and return once it accepts
     connections."""
     port = free_port()
-    cmd = [sys.executable, "-m", "demo.server", "--transport", "http", "--port", str(port), *extra_args]
+    cmd = [sys.executable, "-m", "tests.fault_backend", "--transport", "http", "--port", str(port), *extra_args]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -194,7 +194,7 @@ def worker_processes(settings: Settings, count: int, tmp: Path) -> Iterator[list
             log = tmp / f"worker-{n}.log"
             logs.append(log)
             with log.open("wb") as out:
-                argv = [sys.executable, "-c", "from service.cli import main; main()", "worker"]
+                argv = [sys.executable, "-c", "from mcp_batch_cli.commands import main; main()", "worker"]
                 procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=out, env=env))
         deadline = time.monotonic() + 30
         while not all("ready for" in log.read_text() for log in logs):

@@ -25,10 +25,10 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from redis.exceptions import BusyLoadingError, ConnectionError
 
-from service.core.keys import Keys
-from service.core.outage import with_redis_retry
-from service.core.settings import Settings
-from service.errors import install_error_handlers
+from mcp_batch.keys import Keys
+from mcp_batch.ops.outage import with_redis_retry
+from mcp_batch.settings import Settings
+from service.http_errors import install_error_handlers
 from tests.support import (
     HttpBackendProcess,
     call_backend,

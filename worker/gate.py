@@ -19,12 +19,11 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Protocol
 
-from service.core.backends import Backend, RateLimit
-from service.core.events import Listener
-from service.core.limits import Reservation, share_of
-from service.core.outage import REDIS_DOWN, with_redis_retry
-
-from . import metrics
+from mcp_batch.backends.limits import Reservation, share_of
+from mcp_batch.backends.servers_file import Backend, RateLimit
+from mcp_batch.ops.outage import REDIS_DOWN, with_redis_retry
+from mcp_batch.store.channels import Listener
+from worker import worker_metrics as metrics
 
 logger = logging.getLogger(__name__)
 

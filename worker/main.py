@@ -16,25 +16,25 @@ from arq.connections import RedisSettings
 from arq.worker import Worker as ArqWorker
 from redis.exceptions import RedisError
 
-from service.core import logs, shards
-from service.core.backends import load_servers
-from service.core.catalog import Catalog
-from service.core.events import Listener
-from service.core.keys import Keys
-from service.core.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
-from service.core.outage import redis_retried
-from service.core.overview import Heartbeat
-from service.core.payload_logs import keep_payloads_out_of_logs
-from service.core.precheck import Bounds
-from service.core.settings import Settings, get_settings
-from service.core.store import Store
-
-from . import metrics
-from .gate import Gate
-from .mcp_call import SessionPool
-from .recovery import recover_forever
-from .tasks import run_batch
-from .webhooks import deliver_forever
+from mcp_batch import shards
+from mcp_batch.backends.catalog import Catalog
+from mcp_batch.backends.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
+from mcp_batch.backends.servers_file import load_servers
+from mcp_batch.contract.checks import Bounds
+from mcp_batch.keys import Keys
+from mcp_batch.ops import logs
+from mcp_batch.ops.outage import redis_retried
+from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
+from mcp_batch.settings import Settings, get_settings
+from mcp_batch.store.batches import Store
+from mcp_batch.store.channels import Listener
+from mcp_batch.store.overview import Heartbeat
+from worker import worker_metrics as metrics
+from worker.calls import SessionPool
+from worker.delivery import deliver_forever
+from worker.gate import Gate
+from worker.recovery import recover_forever
+from worker.tasks import run_batch
 
 logger = logging.getLogger(__name__)
 

@@ -13,12 +13,11 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from service.core import shards
-from service.core.keys import Keys
-from service.core.settings import Settings
-from service.core.store import Store
-
-from . import metrics
+from mcp_batch import shards
+from mcp_batch.keys import Keys
+from mcp_batch.settings import Settings
+from mcp_batch.store.batches import Store
+from worker import worker_metrics as metrics
 
 logger = logging.getLogger(__name__)
 

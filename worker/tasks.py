@@ -18,17 +18,18 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from service.core import budget, logs, shards
-from service.core.document import iso
-from service.core.errors import BatchNotFound
-from service.core.models import BatchStatus, ItemStatus, Mode
-from service.core.settings import Settings
-from service.core.store import BatchMeta, Claim, Store
-
-from . import metrics
-from .mcp_call import SessionPool, run_call
-from .recovery import requeue
-from .references import BatchReferences
+from mcp_batch import shards
+from mcp_batch.contract import budget
+from mcp_batch.contract.document import iso
+from mcp_batch.errors import BatchNotFound
+from mcp_batch.models import BatchStatus, ItemStatus, Mode
+from mcp_batch.ops import logs
+from mcp_batch.settings import Settings
+from mcp_batch.store.batches import BatchMeta, Claim, Store
+from worker import worker_metrics as metrics
+from worker.calls import SessionPool, run_call
+from worker.item_refs import BatchReferences
+from worker.recovery import requeue
 
 logger = logging.getLogger(__name__)
 

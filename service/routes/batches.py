@@ -11,9 +11,8 @@ from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AfterValidator
 
-from ..auth import AUTH_RESPONSES, CallerDep
-from ..core import budget, idempotency
-from ..core.models import (
+from mcp_batch.contract import budget
+from mcp_batch.models import (
     MAX_OFFSET,
     BatchDocument,
     BatchList,
@@ -24,9 +23,11 @@ from ..core.models import (
     ItemPage,
     ItemStatus,
 )
-from ..core.services import Services
-from ..deps import OwnedBatchId, ServicesDep
-from ..json_route import StrictJSONRoute
+from mcp_batch.store import idempotency
+from service.application.services import Services
+from service.auth import AUTH_RESPONSES, CallerDep
+from service.deps import OwnedBatchId, ServicesDep
+from service.json_route import StrictJSONRoute
 
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=StrictJSONRoute, responses=AUTH_RESPONSES)
 

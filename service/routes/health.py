@@ -9,8 +9,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
-from ..core import overview
-from ..deps import ServicesDep
+from mcp_batch.store import overview
+from service.deps import ServicesDep
 
 router = APIRouter(tags=["health"])
 

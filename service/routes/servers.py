@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from ..auth import AUTH_RESPONSES, CallerDep
-from ..core.models import ServerInfo
-from ..core.servers import describe_servers
-from ..deps import ServicesDep
+from mcp_batch.models import ServerInfo
+from service.application.backends_info import describe_servers
+from service.auth import AUTH_RESPONSES, CallerDep
+from service.deps import ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["servers"], responses=AUTH_RESPONSES)
 

@@ -18,11 +18,11 @@ import redis.asyncio as aioredis
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_batch.errors import ConfigError
+from mcp_batch.settings import Settings
+from mcp_batch.tenants import hash_key
+from mcp_batch_cli.commands import main
 from service.app import create_app
-from service.cli import main
-from service.core.errors import ConfigError
-from service.core.settings import Settings
-from service.core.tenants import hash_key
 from tests.support import HttpBackendProcess, call_backend, finished, running_service
 
 ALPHA, BETA, READER, TINY = "mcpb_alpha-key", "mcpb_beta-key", "mcpb_reader-key", "mcpb_tiny-key"

@@ -11,8 +11,8 @@ import pytest
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from service.core.models import BatchRequest
-from service.routes.gumloop import GumloopRequest
+from mcp_batch.models import BatchRequest
+from service.doors.gumloop import GumloopRequest
 from tests.support import finished, run_batch
 
 pytestmark = pytest.mark.timeout(90)

@@ -10,10 +10,10 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from service.core import idempotency
-from service.core.idempotency import fingerprint
-from service.core.keys import Keys
-from service.core.models import BatchRequest
+from mcp_batch.keys import Keys
+from mcp_batch.models import BatchRequest
+from mcp_batch.store import idempotency
+from mcp_batch.store.idempotency import fingerprint
 from tests.support import ServiceHandle, finished, submit
 
 pytestmark = pytest.mark.timeout(90)

@@ -28,8 +28,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from mcp_batch.settings import Settings
 from service.app import create_app
-from service.core.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.support import running_service, stdio_demo
 

@@ -10,11 +10,11 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from service.core import shards
-from service.core.keys import Keys
-from service.core.models import BatchRequest
-from service.core.retry import retry_request
-from service.core.store import Store, new_batch_id
+from mcp_batch import shards
+from mcp_batch.keys import Keys
+from mcp_batch.models import BatchRequest
+from mcp_batch.store.batches import Store, new_batch_id
+from service.application.retry import retry_request
 from tests.support import by_id, finished, run_batch, submit
 
 pytestmark = pytest.mark.timeout(90)

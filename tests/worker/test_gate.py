@@ -11,16 +11,8 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from service.core.settings import Settings
-from tests.support import (
-    HttpBackendProcess,
-    call_backend,
-    finished,
-    live_workers,
-    stamps,
-    submit,
-    worker_processes,
-)
+from mcp_batch.settings import Settings
+from tests.support import HttpBackendProcess, call_backend, finished, live_workers, stamps, submit, worker_processes
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 

@@ -18,8 +18,8 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from service.core.keys import Keys
-from service.core.settings import Settings
+from mcp_batch.keys import Keys
+from mcp_batch.settings import Settings
 from tests.support import (
     HttpBackendProcess,
     all_results,

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from service.core.settings import Settings
+from mcp_batch.settings import Settings
 from tests.support import (
     HttpBackendProcess,
     all_results,

@@ -7,9 +7,9 @@ import asyncio
 import httpx
 import redis.asyncio as aioredis
 
-from service.core.keys import Keys
-from service.core.overview import FORGET_SECONDS, Heartbeat
-from service.core.settings import Settings
+from mcp_batch.keys import Keys
+from mcp_batch.settings import Settings
+from mcp_batch.store.overview import FORGET_SECONDS, Heartbeat
 from tests.support import running_api, running_worker
 
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from service.core.settings import Settings
+from mcp_batch.settings import Settings
 from tests.support import running_service
 
 SECRET = "s3cr3t-value-never-echoed"

@@ -1,0 +1,93 @@
+"""Opening an MCP client session to a configured backend, over stdio or streamable HTTP.
+
+Shared by the worker (long-lived sessions) and the API (a short session to list a backend's tools).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from mcp_batch.backends.servers_file import Backend, HttpBackend
+from mcp_batch.models import ToolInfo
+
+_MAX_TOOL_PAGES = 100  # a paginator that never ends cannot hang start-up
+
+
+@dataclass
+class HttpOutcome:
+    """The HTTP status behind a failed call (the SDK folds every 4xx/5xx into one JSON-RPC error)."""
+
+    status: int | None = None
+    retry_after: float | None = None
+
+
+# Set by the caller around one call; the SDK runs the POST in a task that copies the caller's context, so the
+# response hook below sees this caller's object and no other.
+http_outcome: contextvars.ContextVar[HttpOutcome | None] = contextvars.ContextVar("http_outcome", default=None)
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: rare from MCP servers; the caller falls back to its own backoff
+
+
+async def _record_status(response: httpx2.Response) -> None:
+    outcome = http_outcome.get()
+    if outcome is not None and response.status_code >= 400:
+        outcome.status = response.status_code
+        outcome.retry_after = _retry_after(response.headers.get("retry-after"))
+
+
+@asynccontextmanager
+async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
+    """An initialized Client for `backend`; `timeout` bounds each HTTP request (not stdio, which has no requests)."""
+    async with AsyncExitStack() as stack:
+        if isinstance(backend, HttpBackend):
+            http = create_mcp_http_client(
+                headers={k: v.get_secret_value() for k, v in backend.headers.items()},
+                timeout=httpx2.Timeout(timeout, read=max(timeout, 300.0)),
+            )
+            http.event_hooks["response"].append(_record_status)
+            await stack.enter_async_context(http)
+            client = Client(streamable_http_client(backend.url, http_client=http), cache=None)
+        else:
+            params = StdioServerParameters(
+                command=backend.command,
+                args=backend.args,
+                env={k: v.get_secret_value() for k, v in backend.env.items()},
+                cwd=backend.cwd,
+            )
+            client = Client(params, cache=None)
+        yield await stack.enter_async_context(client)
+
+
+async def list_tools(client: Client) -> list[ToolInfo]:
+    """Every tool the backend lists, following pagination."""
+    tools: list[ToolInfo] = []
+    cursor: str | None = None
+    for _ in range(_MAX_TOOL_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        for tool in page.tools:
+            annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+            tools.append(
+                ToolInfo(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.input_schema,
+                    annotations=annotations,
+                )
+            )
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools

@@ -1,0 +1,58 @@
+"""Whole-batch checks made before anything is stored: pure functions over the parsed request."""
+
+from __future__ import annotations
+
+from mcp_batch.contract.webhook_policy import WebhookPolicy
+from mcp_batch.errors import InvalidBatch, Problem
+from mcp_batch.models import BatchRequest
+
+
+def validate_batch(
+    request: BatchRequest,
+    max_calls: int,
+    concurrency_ceiling: int,
+    default_concurrency: int,
+    response_ceiling: int = 10_000_000,
+    retention_ceiling: int = 7 * 86_400,
+    timeout_ceiling: float = 3_600.0,
+    webhooks: WebhookPolicy | None = None,
+) -> int:
+    """Check the batch as a whole; return its effective max_concurrency or raise InvalidBatch listing every fault.
+
+    `webhooks`: where a `webhook_url` may point (None: not checked here, e.g. by a client that cannot know)."""
+    problems: list[Problem] = []
+    if not request.calls:
+        problems.append(Problem(("calls",), "a batch needs at least one call", "too_short"))
+    if len(request.calls) > max_calls:
+        problems.append(
+            Problem(("calls",), f"{len(request.calls)} calls, more than the maximum of {max_calls}", "too_long")
+        )
+    seen: dict[str, int] = {}
+    for index, call in enumerate(request.calls):
+        call_id = (call.id if call.id is not None else str(index)).casefold()  # ids differing only in case clash
+        if "." in call_id:
+            problems.append(Problem(("calls", index, "id"), "an id may not contain '.' (references use dots)"))
+        elif any(ord(c) < 32 or ord(c) == 127 for c in call_id):
+            problems.append(Problem(("calls", index, "id"), "an id may not contain control characters"))
+        if call_id in seen:
+            problems.append(
+                Problem(("calls", index, "id"), f"duplicate id: call {index} has the id of call {seen[call_id]}")
+            )
+        else:
+            seen[call_id] = index
+        if call.timeout_seconds is not None and call.timeout_seconds > timeout_ceiling:
+            where = ("calls", index, "timeout_seconds")
+            problems.append(Problem(where, f"at most {timeout_ceiling:g}", "less_than_equal"))
+    if request.max_concurrency is not None and request.max_concurrency > concurrency_ceiling:
+        problems.append(Problem(("max_concurrency",), f"at most {concurrency_ceiling}", "less_than_equal"))
+    if request.response_max_bytes is not None and request.response_max_bytes > response_ceiling:
+        problems.append(Problem(("response_max_bytes",), f"at most {response_ceiling}", "less_than_equal"))
+    if request.retention_seconds is not None and request.retention_seconds > retention_ceiling:
+        problems.append(Problem(("retention_seconds",), f"at most {retention_ceiling}", "less_than_equal"))
+    if request.webhook_url is not None and webhooks is not None:
+        refusal = webhooks.refusal(request.webhook_url)
+        if refusal is not None:
+            problems.append(Problem(("webhook_url",), refusal, "webhook_refused"))
+    if problems:
+        raise InvalidBatch(problems)
+    return request.max_concurrency or default_concurrency

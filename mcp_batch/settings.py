@@ -1,0 +1,161 @@
+"""One settings object for API, worker and CLI, read from `MCP_BATCH_*` environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from mcp_batch.contract.webhook_policy import allow_entry
+
+
+class Settings(BaseSettings):
+    """Everything configurable; built once at start-up and passed down."""
+
+    model_config = SettingsConfigDict(env_prefix="MCP_BATCH_", env_nested_delimiter="__", extra="ignore")
+
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis that API and workers share.")
+    servers: Path = Field(Path("servers.json"), description="The servers file (mcpServers JSON).")
+    key_prefix: str = Field("mcpb", description="Prefix of every Redis key, so several deployments can share a Redis.")
+    auth: Literal["keys", "none"] = Field(
+        "keys", description="`keys`: every route but health needs `Authorization: Bearer <key>`; `none`: no auth."
+    )
+    keys: Path | None = Field(None, description="The keys file (JSON): SHA-256 hashes of API keys, with tenants.")
+
+    max_calls_per_batch: int = Field(10_000, ge=1, description="Most calls one batch may hold.")
+    default_max_concurrency: int = Field(16, ge=1, description="A batch's max_concurrency when it gives none.")
+    max_concurrency_ceiling: int = Field(256, ge=1, description="Largest max_concurrency a batch may ask for.")
+    retention_seconds: int = Field(
+        86_400, ge=1, description="How long a finished batch is kept (a batch may ask for other)."
+    )
+    retention_ceiling_seconds: int = Field(
+        7 * 86_400, ge=1, description="Longest retention_seconds a batch may ask for."
+    )
+    max_unfinished_items: int = Field(
+        1_000_000, ge=1, description="Items queued or running across all batches before POST answers 429."
+    )
+    backpressure_retry_after_seconds: int = Field(5, ge=1, description="Retry-After of a 429 for backpressure.")
+    max_wait_seconds: float = Field(60.0, ge=0, description="Longest ?wait a GET may hold.")
+
+    max_argument_bytes: int = Field(20_000, ge=2, description="Largest serialized `arguments` of one call.")
+    max_argument_depth: int = Field(8, ge=1, description="Deepest nesting of one call's `arguments`.")
+    response_max_bytes: int = Field(300_000, ge=1024, description="Default budget of a document's `results`.")
+    response_max_bytes_ceiling: int = Field(10_000_000, ge=1024, description="Largest response_max_bytes allowed.")
+    sync_wait_seconds: float = Field(
+        30.0, gt=0, description="How long the synchronous doors (POST /mcp/tools/call, call_tools_batch) wait."
+    )
+    gumloop_max_calls: int = Field(5, ge=1, description="Most calls in one POST /mcp/tools/call (Gumloop's cap).")
+
+    default_timeout_seconds: float = Field(30.0, gt=0, description="Per-call timeout for servers that set none.")
+    max_call_timeout_seconds: float = Field(3_600.0, gt=0, description="Largest timeout_seconds a call may ask for.")
+    connect_timeout_seconds: float = Field(20.0, gt=0, description="Longest time to open a backend session.")
+    tools_refresh_seconds: float = Field(300.0, gt=0, description="How long a backend's cached tools/list is used.")
+
+    limit_max_wait_seconds: float = Field(
+        600.0, gt=0, description="Longest a call waits for its backend's rate slot or concurrency lease."
+    )
+    limiter: Literal["redis", "local"] = Field(
+        "redis", description="`redis`: backend limits hold across all workers; `local`: per process (comparison only)."
+    )
+    max_attempts: int = Field(3, ge=1, description="Most sends of a read-only call failing transiently.")
+
+    max_shards: int = Field(16, ge=1, description="Most shards (arq jobs) one batch is split into across workers.")
+    shard_min_items: int = Field(50, ge=1, description="Fewest items per shard: small batches stay in one job.")
+
+    worker_max_jobs: int = Field(50, ge=1, description="Batches one worker process runs at once.")
+    worker_idle_poll_seconds: float = Field(
+        0.5, gt=0, description="Fallback queue poll when no wake-up arrives (new work wakes workers at once)."
+    )
+    job_timeout_seconds: int = Field(86_400, ge=1, description="Longest time one batch job may run on a worker.")
+    lease_seconds: float = Field(
+        30.0, ge=1, description="A shard's lease: a worker that stops renewing it (killed) loses its work after this."
+    )
+    sweep_seconds: float = Field(1.0, gt=0, description="How often each worker looks for lapsed leases and deadlines.")
+    shutdown_grace_seconds: float = Field(
+        10.0, ge=0, description="On SIGTERM, how long in-flight calls may finish before they are cut and handed back."
+    )
+    cancel_grace_seconds: float = Field(
+        5.0, ge=0, description="After a cancel, how long in-flight calls may finish before they are cut."
+    )
+
+    retry_base_seconds: float = Field(
+        0.2, ge=0, description="Backoff before a second attempt: up to this, doubling each attempt (full jitter)."
+    )
+    retry_max_seconds: float = Field(5.0, ge=0, description="Longest backoff between two attempts of one call.")
+    redis_outage_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="How long a worker waits out a Redis outage, holding finished results, before an item fails.",
+    )
+
+    # Progress events (GET /v1/batches/{id}/events) and completion webhooks.
+    events_check_seconds: float = Field(
+        0.25, gt=0, le=0.5, description="How often an open event stream checks its batch for newly finished items."
+    )
+    events_max_seconds: float = Field(
+        3_600.0, gt=0, description="Longest life of one event stream; then `event: timeout` (reconnect to resume)."
+    )
+    events_heartbeat_seconds: float = Field(
+        15.0, gt=0, description="A `: keep-alive` comment after this long without an event, so proxies keep streams."
+    )
+    webhook_allow: list[str] = Field(
+        default_factory=list,
+        description="URL prefixes a batch's webhook_url must match (scheme, host and port exactly, then the path); "
+        "empty: webhooks are refused.",
+    )
+    webhook_secret: SecretStr | None = Field(
+        None, description="Key of the webhook's HMAC-SHA256 signature; without it webhooks are refused."
+    )
+    webhook_allow_private: bool = Field(
+        False, description="Deliver webhooks to hosts resolving to loopback, private or link-local addresses."
+    )
+    webhook_max_attempts: int = Field(8, ge=1, description="Most deliveries of one webhook before it is given up.")
+    webhook_backoff_base_seconds: float = Field(
+        1.0, ge=0, description="Backoff after a webhook's first failed delivery; it doubles each attempt (to 5 min)."
+    )
+
+    @field_validator("webhook_allow")
+    @classmethod
+    def _allow_entries(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            allow_entry(entry)  # ValueError: start-up stops naming the fault
+        return entries
+
+    # Hostile input and storage limits.
+    max_body_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Largest request body on any route; a larger one is refused with 413."
+    )
+    max_json_depth: int = Field(
+        64, ge=2, description="Deepest nesting of a JSON request body (arrays and objects); deeper is a 422."
+    )
+    max_result_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest stored item record (serialized); a larger result is cut to fit and marked "
+        "`stored_truncated`.",
+    )
+    # Operating it: metrics, logs, readiness.
+    worker_metrics_port: int = Field(
+        9464,
+        ge=0,
+        le=65_535,
+        description="Port of a worker's Prometheus metrics (0: none); when taken, the next free one up to +16.",
+    )
+    metrics_public: bool = Field(
+        False, description="Serve the API's /metrics without an API key even when auth is on (MCP_BATCH_AUTH=keys)."
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="`text`: one readable line per record; `json`: one JSON object per line, with ids."
+    )
+    ready_worker_seconds: float = Field(
+        30.0, gt=0, description="/readyz and `mcp-batch status` need a worker heartbeat at most this old."
+    )
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment once."""
+    return Settings()

@@ -1,0 +1,78 @@
+"""Each tenant's index of its batches, newest first: `GET /v1/batches` (part of `Store`)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import cast
+
+from redis.asyncio import Redis
+
+from mcp_batch.contract.document import iso
+from mcp_batch.errors import BatchNotFound
+from mcp_batch.keys import Keys
+from mcp_batch.models import BatchStatus, BatchSummary
+
+_LIST_SCAN = 1_000  # most index entries one listing request reads (a status filter may skip many)
+
+
+def _summary(batch_id: str, row: list[str | None]) -> BatchSummary:
+    """From the meta fields status, total, finished, created_at, finished_at, retry_of."""
+    status, total, finished, created, ended, retry_of = row
+    return BatchSummary(
+        id=batch_id,
+        status=BatchStatus(status or BatchStatus.queued),
+        total=int(total or 0),
+        finished=int(finished or 0),
+        created_at=iso(float(created or 0)) or "",
+        finished_at=iso(float(ended)) if ended else None,
+        retry_of=retry_of,
+    )
+
+
+class TenantIndex:
+    """Who owns a batch, and a tenant's batches; `Store` sets the attributes below."""
+
+    redis: Redis
+    keys: Keys
+
+    async def tenant_of(self, batch_id: str) -> str:
+        """The tenant that owns a batch (BatchNotFound when there is no such batch)."""
+        raw = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "tenant"))
+        if raw is None:
+            raise BatchNotFound(batch_id)
+        return raw.decode()
+
+    async def batches_of(
+        self, tenant: str, before: int | None, limit: int, status: set[BatchStatus] | None
+    ) -> tuple[list[BatchSummary], int | None]:
+        """A tenant's batches, newest first, created before `before` (µs); and the cursor of the next page.
+
+        Ids whose batch has expired are dropped from the tenant's index as they are met."""
+        index = self.keys.tenant_batches(tenant)
+        found: list[BatchSummary] = []
+        upper: str = f"({before}" if before is not None else "+inf"
+        scanned = 0
+        while len(found) < limit and scanned < _LIST_SCAN:
+            page = await self.redis.zrevrangebyscore(index, upper, "-inf", start=0, num=limit, withscores=True)
+            if not page:
+                return found, None
+            fields = ["status", "total", "finished", "created_at", "finished_at", "retry_of"]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for member, _ in page:
+                    pipe.hmget(self.keys.batch(member.decode()), fields)
+                rows = await pipe.execute()
+            gone = []
+            for (member, score), row in zip(page, rows, strict=True):
+                scanned += 1
+                upper = f"({int(score)}"
+                if row[0] is None:
+                    gone.append(member)
+                    continue
+                summary = _summary(member.decode(), [v.decode() if v else None for v in row])
+                if status is None or summary.status in status:
+                    found.append(summary)
+                    if len(found) == limit:
+                        return found, int(score)
+            if gone:
+                await self.redis.zrem(index, *gone)
+        return found, int(upper[1:]) if upper.startswith("(") else None

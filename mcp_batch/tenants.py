@@ -1,0 +1,137 @@
+"""API keys and tenants: the keys file, who a key belongs to, and what it may do.
+
+The keys file (`MCP_BATCH_KEYS`, JSON) holds only SHA-256 hashes of keys, never the keys themselves:
+
+    {"keys": [{"sha256": "<hex>", "tenant": "acme", "name": "ci", "servers": ["time", "docs"], "write": false,
+               "max_calls_per_batch": 1000, "max_unfinished_items": 50000, "rate_share": 0.5}]}
+
+`servers` is a list of server names or "*"; `write` lets the key run write tools (`read_only: false`); the ceilings
+are the key's own, within the service's; `rate_share` is the fraction of each backend's rate limit the tenant's
+calls may use together (all its keys share one bucket per backend).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mcp_batch.errors import ConfigError, Forbidden, Problem
+from mcp_batch.models import BatchRequest
+
+KEY_PREFIX = "mcpb_"
+DEFAULT_TENANT = "default"  # the one tenant when auth is off
+
+
+class KeyEntry(BaseModel):
+    """One line of the keys file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 (hex) of the key.")
+    tenant: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str | None = Field(None, max_length=100, description="What the key is for (shown in logs).")
+    servers: list[str] | Literal["*"] = "*"
+    write: bool = False
+    max_calls_per_batch: int | None = Field(None, ge=1)
+    max_unfinished_items: int | None = Field(None, ge=1)
+    rate_share: float | None = Field(None, gt=0, le=1)
+
+
+class KeyFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keys: list[KeyEntry]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking, and what they may do."""
+
+    tenant: str
+    servers: frozenset[str] | None = None  # None: every server
+    write: bool = True
+    max_calls_per_batch: int | None = None
+    max_unfinished_items: int | None = None
+    rate_share: float | None = None
+    name: str | None = None
+    keyed: bool = True  # False only with auth off: there is no key, so no tenant to hold a team to
+
+    def may_call(self, server: str) -> bool:
+        return self.servers is None or server in self.servers
+
+
+ANYONE = Caller(DEFAULT_TENANT, keyed=False)  # auth off: one tenant that may do everything
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def new_key() -> tuple[str, str]:
+    """A fresh key and its hash."""
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    return key, hash_key(key)
+
+
+class KeyRing:
+    """The loaded keys file: key hash -> caller."""
+
+    def __init__(self, entries: list[KeyEntry]) -> None:
+        self._callers = {
+            e.sha256: Caller(
+                tenant=e.tenant,
+                servers=None if e.servers == "*" else frozenset(e.servers),
+                write=e.write,
+                max_calls_per_batch=e.max_calls_per_batch,
+                max_unfinished_items=e.max_unfinished_items,
+                rate_share=e.rate_share,
+                name=e.name,
+            )
+            for e in entries
+        }
+
+    def caller(self, key: str) -> Caller | None:
+        """The caller a presented key belongs to, or None."""
+        return self._callers.get(hash_key(key))
+
+
+def load_keys(path: Path | None) -> KeyRing:
+    """Read and check the keys file; ConfigError names the entry and field at fault (never a hash)."""
+    if path is None:
+        raise ConfigError("auth is on (MCP_BATCH_AUTH=keys) but MCP_BATCH_KEYS names no keys file")
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the keys file {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"the keys file {path} is not JSON (line {exc.lineno})") from None
+    try:
+        parsed = KeyFile.model_validate(raw)
+    except ValidationError as exc:
+        where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"the keys file {path} is invalid: {where}") from None
+    hashes = [e.sha256 for e in parsed.keys]
+    if len(set(hashes)) != len(hashes):
+        raise ConfigError(f"the keys file {path} lists one key twice")
+    return KeyRing(parsed.keys)
+
+
+def authorize(caller: Caller, request: BatchRequest) -> None:
+    """Refuse (Forbidden, naming each call) a batch this caller may not run; nothing is stored then."""
+    problems = [
+        Problem(("calls", index, "server"), f"this key may not call server {call.server!r}", "forbidden")
+        for index, call in enumerate(request.calls)
+        if not caller.may_call(call.server)
+    ]
+    if not request.read_only and not caller.write:
+        problems.append(
+            Problem(("read_only",), "this key may not run write tools (read_only must be true)", "forbidden")
+        )
+    if problems:
+        raise Forbidden(problems)

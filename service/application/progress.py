@@ -1,0 +1,119 @@
+"""A batch's progress as a stream of events: each finished item once, in finish order, the counts as they change,
+then the end.
+
+Nothing is published per item. While someone listens, the batch's counters and the length of its `finished` list
+are read together (one MULTI round trip, so the counts match the items sent) every `check_seconds`, what finished
+since is sent, and the done channel (through `Store.wait`) wakes the stream at once when the batch ends. An item's
+`seq` (its place in finish order) is the event id: resuming after a seq sends only the items finished after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from mcp_batch.contract.document import render
+from mcp_batch.errors import BatchNotFound
+from mcp_batch.models import TERMINAL_BATCH, BatchDocument
+from mcp_batch.store.batches import Store
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event: `item` (with `id`, its seq), `progress`, `end`, `timeout`, `error`; a `keep-alive` has no data."""
+
+    name: str
+    data: dict[str, Any] | None = None
+    id: int | None = None
+
+
+KEEP_ALIVE = Event("keep-alive")
+
+
+async def _snapshot(store: Store, batch_id: str) -> tuple[BatchDocument, int, float | None]:
+    """The document without results, how many items have finished, and the deadline, read at one instant."""
+    async with store.redis.pipeline(transaction=True) as pipe:
+        pipe.hgetall(store.keys.batch(batch_id))
+        pipe.llen(store.keys.finished(batch_id))
+        raw, finished = await pipe.execute()
+    if not raw:
+        raise BatchNotFound(batch_id)
+    meta = {k.decode(): v.decode() for k, v in raw.items()}
+    deadline = float(meta["deadline_at"]) if "deadline_at" in meta else None
+    return render(batch_id, meta, 0, [], {}, []), finished, deadline
+
+
+async def _events(
+    store: Store, batch_id: str, after: int, check_seconds: float, max_seconds: float, heartbeat_seconds: float
+) -> AsyncIterator[Event]:
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + max_seconds
+    quiet_since = loop.time()
+    position, shown = after, None
+    while True:
+        document, finished, deadline = await _snapshot(store, batch_id)
+        ended = document.status in TERMINAL_BATCH
+        if deadline is not None and deadline <= time.time() and not ended:
+            await store.expire(batch_id)  # as a GET does, for a deployment with no worker running
+        sent = False
+        if finished > position:
+            async for chunk in store.finished_since(batch_id, position, finished):
+                for item in chunk:
+                    fields = {"seq": item.seq, "index": item.index, "id": item.id, "status": item.status.value}
+                    yield Event("item", fields | {"server": item.server, "tool": item.tool}, item.seq)
+            position, sent = finished, True
+        counts = document.counts.model_dump(mode="json")
+        if (document.status, counts) != shown:
+            shown, sent = (document.status, counts), True
+            yield Event("progress", {"status": document.status.value, "counts": counts})
+        if ended:
+            yield Event(
+                "end",
+                {
+                    "status": document.status.value,
+                    "ok": document.ok,
+                    "counts": counts,
+                    "finished_at": document.finished_at,
+                },
+            )
+            return
+        now = loop.time()
+        if sent:
+            quiet_since = now
+        elif now - quiet_since >= heartbeat_seconds:
+            yield KEEP_ALIVE
+            quiet_since = now
+        if now >= give_up:
+            detail = "the stream's time limit was reached: reconnect with Last-Event-ID to resume"
+            yield Event("timeout", {"detail": detail, "after": position})
+            return
+        await store.wait(batch_id, min(check_seconds, give_up - now, quiet_since + heartbeat_seconds - now))
+
+
+async def progress(
+    store: Store,
+    batch_id: str,
+    after: int,
+    check_seconds: float,
+    max_seconds: float,
+    heartbeat_seconds: float,
+) -> AsyncIterator[Event]:
+    """The events of a batch from the item after seq `after` on, ending with `end` (or `timeout` after
+    `max_seconds`, or `error` if storage fails or the batch disappears); a keep-alive after `heartbeat_seconds`
+    without an event."""
+    try:
+        async for event in _events(store, batch_id, after, check_seconds, max_seconds, heartbeat_seconds):
+            yield event
+    except RedisError as exc:
+        logger.warning("event stream of batch %s stopped: %s", batch_id, type(exc).__name__)
+        yield Event("error", {"detail": "storage unavailable"})
+    except BatchNotFound:
+        yield Event("error", {"detail": "batch not found (it expired or was removed)"})

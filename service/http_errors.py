@@ -1,0 +1,115 @@
+"""The HTTP edge of the error tree: core exceptions become status codes here and nowhere else.
+
+Validation errors never echo the submitted values (a secret in `arguments` must not come back in a 422).
+A Redis failure anywhere in a request is a 503 with one clear sentence, never a traceback; redis-py's pool reconnects
+on the next request, so the API recovers by itself when Redis is back.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_batch.errors import (
+    Backpressure,
+    BatchAlreadyFinished,
+    BatchNotFound,
+    Conflict,
+    Forbidden,
+    InvalidBatch,
+    Unauthenticated,
+)
+from mcp_batch.ops.outage import REDIS_DOWN
+from service.auth import unauthorized
+
+logger = logging.getLogger(__name__)
+
+
+def _message(error: Any) -> str:
+    """pydantic's message; for a body that is not JSON, with the parser's reason (it never quotes the body)."""
+    reason = (error.get("ctx") or {}).get("error") if error["type"] == "json_invalid" else None
+    return f"{error['msg']}: {reason}" if isinstance(reason, str) else str(error["msg"])
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = [{"loc": list(e["loc"]), "msg": _message(e), "type": e["type"]} for e in exc.errors()]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(InvalidBatch)
+    async def invalid_batch(_: Request, exc: InvalidBatch) -> JSONResponse:
+        detail = [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in exc.problems]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(Unauthenticated)
+    async def unauthenticated(_: Request, exc: Unauthenticated) -> JSONResponse:
+        return unauthorized(str(exc))
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(_: Request, exc: Forbidden) -> JSONResponse:
+        detail = [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in exc.problems]
+        return JSONResponse({"detail": detail}, status_code=403)
+
+    @app.exception_handler(BatchNotFound)
+    async def not_found(_: Request, exc: BatchNotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(BatchAlreadyFinished)
+    async def already_finished(_: Request, exc: BatchAlreadyFinished) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "status": exc.status}, status_code=409)
+
+    @app.exception_handler(Backpressure)
+    async def backpressure(_: Request, exc: Backpressure) -> JSONResponse:
+        headers = {"Retry-After": str(exc.retry_after)}
+        return JSONResponse({"detail": str(exc)}, status_code=429, headers=headers)
+
+    @app.exception_handler(Conflict)
+    async def conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    app.add_middleware(StorageUnavailable)
+
+
+class StorageUnavailable:
+    """ASGI middleware: a RedisError becomes 503 `storage unavailable`.
+
+    Not an exception handler: Starlette's handlers cannot act once a response has started, so a streaming response
+    (`/results`) that loses Redis halfway would end in a traceback. Here it is cut short instead, without its final
+    chunk, so the client sees an incomplete body rather than one that looks whole.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except RedisError as exc:
+            if isinstance(exc, REDIS_DOWN):
+                logger.warning("Redis unavailable (%s: %s)", type(exc).__name__, exc)
+            else:
+                logger.error("Redis error: %s", type(exc).__name__, exc_info=exc)
+            if started:
+                logger.warning(
+                    "%s %s cut short: Redis failed after the response started", scope["method"], scope["path"]
+                )
+                return  # the server drops the connection of a response it did not finish
+            response = JSONResponse({"detail": "storage unavailable, try again shortly"}, status_code=503)
+            await response(scope, receive, send)

@@ -1,0 +1,97 @@
+"""The progress of a batch as Server-Sent Events: one stream instead of polling or a long wait."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from service.application.progress import KEEP_ALIVE, Event, progress
+from service.auth import AUTH_RESPONSES
+from service.deps import OwnedBatchId, ServicesDep
+
+router = APIRouter(prefix="/v1", tags=["batches"], responses=AUTH_RESPONSES)
+
+_SSE = "text/event-stream"
+_SEQ = re.compile(r"[0-9]{1,18}")
+_STREAM_DOC = """Events, each `event:` and a one-line JSON `data:`:
+- `item` (with `id: <seq>`): `{"seq", "index", "id", "status", "server", "tool"}`, once per finished item, in finish
+  order;
+- `progress`: `{"status", "counts"}`, first on connecting, then whenever they change (after each run of new items);
+- `end`: `{"status", "ok", "counts", "finished_at"}`, then the stream closes;
+- `timeout`: `{"detail", "after"}` when the stream reaches its time limit: reconnect with `Last-Event-ID`;
+- `error`: `{"detail"}` when storage fails mid-stream.
+
+A `: keep-alive` comment line comes after 15 s without an event (`MCP_BATCH_EVENTS_HEARTBEAT_SECONDS`)."""
+
+
+# One event of the stream, as an SSE parser reads it (the `data` line is JSON, described above).
+_EVENT_SCHEMA = {
+    "type": "object",
+    "properties": {"event": {"type": "string"}, "id": {"type": "string"}, "data": {"type": "string"}},
+}
+
+
+def encode(event: Event) -> bytes:
+    """One event in the text/event-stream format."""
+    if event is KEEP_ALIVE:
+        return b": keep-alive\n\n"
+    lines = [f"event: {event.name}"]
+    if event.id is not None:
+        lines.append(f"id: {event.id}")
+    lines.append("data: " + json.dumps(event.data, ensure_ascii=False, separators=(",", ":")))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def _bad_last_event_id() -> JSONResponse:
+    msg = "the seq of an item event: a non-negative integer"
+    return JSONResponse({"detail": [{"loc": ["header", "Last-Event-ID"], "msg": msg, "type": "value_error"}]}, 400)
+
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {_SSE: {"schema": _EVENT_SCHEMA}}, "description": _STREAM_DOC},
+    400: {"description": "`Last-Event-ID` is not an item seq."},
+    404: {"description": "No such batch (or it expired)."},
+}
+
+
+@router.get(
+    "/batches/{batch_id}/events",
+    summary="Progress as Server-Sent Events: each finished item, the counts, then the end",
+    response_class=StreamingResponse,
+    responses=_RESPONSES,
+)
+async def batch_events(
+    batch_id: OwnedBatchId,
+    services: ServicesDep,
+    last_event_id: Annotated[
+        str | None,
+        Header(alias="Last-Event-ID", description="Resume after this item seq (sent by EventSource on reconnect)."),
+    ] = None,
+    after: Annotated[int, Query(ge=0, description="Start after this item seq; Last-Event-ID takes precedence.")] = 0,
+) -> Response:
+    """Every item that finishes from now on (and those finished after `after`), in finish order, then `end`."""
+    if last_event_id is not None:
+        if not _SEQ.fullmatch(last_event_id):
+            return _bad_last_event_id()
+        after = int(last_event_id)
+    settings = services.settings
+    events = progress(
+        services.store,
+        batch_id,
+        after,
+        settings.events_check_seconds,
+        settings.events_max_seconds,
+        settings.events_heartbeat_seconds,
+    )
+
+    async def body() -> AsyncIterator[bytes]:
+        async for event in events:
+            yield encode(event)
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body(), media_type=_SSE, headers=headers)

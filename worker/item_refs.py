@@ -1,0 +1,77 @@
+"""Calls that reference earlier calls wait for them, then run with the referenced values filled in.
+
+Claims come in index order and a call can only reference earlier calls, so every call a lane waits for is already
+claimed by some lane: waiting can never deadlock, and calls without references keep running in the other lanes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import suppress
+from dataclasses import replace
+from typing import Any
+
+from mcp_batch.contract.references import MissingPath, dependencies, may_reference, resolve, result_value
+from mcp_batch.models import ItemStatus
+from mcp_batch.store.batches import Claim, Store
+
+_RECHECK = 1.0  # seconds: a dependency finished by another process is seen in Redis within this
+
+
+class BatchReferences:
+    """Per batch job: the results this job has seen finish, and waiting on them."""
+
+    def __init__(self, store: Store, batch_id: str) -> None:
+        self._store = store
+        self._batch_id = batch_id
+        self._ids: dict[str, int] | None = None
+        self._records: dict[int, dict[str, Any]] = {}
+        self._changed = asyncio.Event()
+
+    def finished(self, index: int, record: dict[str, Any]) -> None:
+        # Kept only once this job has met a call with references: a batch without any must not hold every record
+        # it ran in memory (earlier records are read from Redis when a reference needs them).
+        if self._ids is not None:
+            self._records[index] = record
+        self._changed.set()
+
+    async def prepare(self, claim: Claim) -> Claim | dict[str, Any]:
+        """The claim with its references resolved, or the record it ends with (skipped, invalid_reference)."""
+        if not may_reference(claim.arguments):
+            return claim
+        if self._ids is None:
+            self._ids = await self._store.id_index(self._batch_id)
+        needed = dependencies(claim.arguments, self._ids, claim.index)
+        if not needed:
+            return claim
+        records = await self._wait_for(needed)
+        names = {index: name for name, index in self._ids.items()}
+        for index in sorted(needed):
+            if records[index]["status"] != ItemStatus.ok.value:
+                message = f"depends on {names[index]!r}, which ended {records[index]['status']}"
+                details = {"depends_on": names[index]}
+                error = {"code": "dependency_failed", "message": message, "type": "reference", "details": details}
+                return {"status": ItemStatus.skipped.value, "error": error}
+        values = {index: result_value(records[index]) for index in needed}
+        try:
+            return replace(claim, arguments=resolve(claim.arguments, self._ids, claim.index, values))
+        except MissingPath as exc:
+            error = {
+                "code": "invalid_reference",
+                "message": str(exc),
+                "type": "reference",
+                "details": {"path": exc.path},
+            }
+            return {"status": ItemStatus.invalid_reference.value, "error": error}
+
+    async def _wait_for(self, needed: set[int]) -> dict[int, dict[str, Any]]:
+        while True:
+            missing = [i for i in needed if i not in self._records]
+            if missing:
+                self._records.update(await self._store.records(self._batch_id, missing))
+            if all(i in self._records for i in needed):
+                return {i: self._records[i] for i in needed}
+            self._changed.clear()
+            with suppress(TimeoutError):
+                async with asyncio.timeout(_RECHECK):
+                    await self._changed.wait()
