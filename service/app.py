@@ -17,7 +17,7 @@ from mcp_batch.models import ErrorDetail
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.ops.prometheus import ApiMetrics
 from mcp_batch.settings import Settings, get_settings
-from mcp_batch.store.batches import Store
+from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
 from mcp_batch.tenants import load_keys
 from service.application.services import Services

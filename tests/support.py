@@ -126,7 +126,7 @@ async def running_worker(settings: Settings) -> AsyncIterator[Worker]:
     worker_task = asyncio.create_task(worker.async_run())
     try:
         async with asyncio.timeout(20):
-            while "heartbeat" not in worker.ctx:
+            while "state" not in worker.ctx:
                 if worker_task.done():
                     worker_task.result()
                 await asyncio.sleep(0.01)  # arq offers no start event to await

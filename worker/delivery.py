@@ -18,7 +18,6 @@ import random
 import socket
 import time
 from contextlib import suppress
-from typing import Any
 
 import httpx
 from redis.exceptions import RedisError
@@ -27,14 +26,13 @@ from mcp_batch.contract import webhook_policy as webhooks
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import WebhookStatus
 from mcp_batch.settings import Settings
-from mcp_batch.store.batches import Store
-from mcp_batch.store.channels import Listener
-from mcp_batch.store.webhook_queue import Attempt, WebhookQueue
+from mcp_batch.store import Store
+from mcp_batch.store.webhook_queue import Attempt
+from worker.context import WorkerState
 
 logger = logging.getLogger(__name__)
 
 _TIMEOUT_SECONDS = 10.0  # one attempt, all of it
-_LEASE_SECONDS = 60.0  # an attempt's claim: well past its timeout, so only a dead or frozen worker's lapses
 _BACKOFF_CAP_SECONDS = 300.0
 _PER_PASS = 16  # attempts claimed and sent together
 
@@ -63,7 +61,7 @@ class Sender:
         self.settings = settings
         self.store = store
         self.http = http
-        self.queue = WebhookQueue(store.redis, store.keys, _LEASE_SECONDS)
+        self.queue = store.webhooks
         self.secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
         self.policy = webhooks.WebhookPolicy.build(settings.webhook_allow, self.secret)
 
@@ -120,7 +118,7 @@ class Sender:
 
     async def _post(self, attempt: Attempt, secret: str) -> int:
         """POST the summary to the address the host resolved to (checked); the answer's status code."""
-        body = webhooks.summary(await self.store.document(attempt.batch_id, limit=0))
+        body = webhooks.summary(await self.store.reads.document(attempt.batch_id, limit=0))
         target = webhooks.parse(attempt.url)
         address = await self._resolve(target)
         url = httpx.URL(attempt.url)
@@ -144,12 +142,11 @@ class Sender:
         return addresses[0]
 
 
-async def deliver_forever(ctx: dict[str, Any]) -> None:
+async def deliver_forever(state: WorkerState) -> None:
     """Send due webhooks until cancelled: woken by the done channel, or when the next retry is due."""
-    settings: Settings = ctx["settings"]
-    done: Listener = ctx["done"]
+    settings, done = state.settings, state.done
     async with httpx.AsyncClient(timeout=_TIMEOUT_SECONDS, follow_redirects=False, trust_env=False) as http:
-        sender = Sender(settings, ctx["store"], http)
+        sender = Sender(settings, state.store, http)
         with done.watch() as ended:
             while True:
                 ended.clear()

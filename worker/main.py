@@ -26,14 +26,15 @@ from mcp_batch.ops import logs
 from mcp_batch.ops.outage import redis_retried
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.settings import Settings, get_settings
-from mcp_batch.store.batches import Store
+from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.overview import Heartbeat
 from worker import worker_metrics as metrics
-from worker.calls import SessionPool
+from worker.context import STATE, WorkerState
 from worker.delivery import deliver_forever
 from worker.gate import Gate
 from worker.recovery import recover_forever
+from worker.sessions import SessionPool
 from worker.tasks import run_batch
 
 logger = logging.getLogger(__name__)
@@ -43,32 +44,30 @@ _BEAT_SECONDS = 1.0  # how often a worker says it is alive, busy or idle
 
 
 async def startup(ctx: dict[str, Any]) -> None:
-    """Load the servers file (a bad one stops the worker) and keep the long-lived clients in ctx."""
-    settings: Settings = ctx.setdefault("settings", get_settings())
+    """Load the servers file (a bad one stops the worker) and keep the long-lived clients in ctx (`WorkerState`)."""
+    settings: Settings = ctx.get("settings") or get_settings()
     keep_payloads_out_of_logs()
     registry = load_servers(settings.servers)
     keys = Keys(settings.key_prefix)
     redis = ctx["redis"]
     catalog = Catalog(redis, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)
-    released = Listener(redis, keys.released_channel)
-    await released.start()
-    ctx["released"] = released
-    cancels = Listener(redis, keys.cancel_channel)
-    await cancels.start()
-    ctx["cancels"] = cancels
-    ctx["draining"] = asyncio.Event()
+    released, cancels, done = (
+        Listener(redis, c) for c in (keys.released_channel, keys.cancel_channel, keys.done_channel)
+    )
+    for listener in (released, cancels, done):
+        await listener.start()
     if settings.limiter == "redis":
         gate = Gate(RateLimiter(redis, keys), LeaseSemaphore(redis, keys), released, settings.redis_outage_seconds)
     else:
         gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released, settings.redis_outage_seconds)
-    ctx["store"] = Store(
+    store = Store(
         redis,
         keys,
         settings.retention_seconds,
         lease_seconds=settings.lease_seconds,
         outage_seconds=settings.redis_outage_seconds,
     )
-    ctx["pool"] = SessionPool(
+    pool = SessionPool(
         registry,
         catalog,
         gate,
@@ -80,19 +79,20 @@ async def startup(ctx: dict[str, Any]) -> None:
         settings.retry_base_seconds,
         settings.retry_max_seconds,
     )
-    ctx["worker_id"] = f"{socket.gethostname()}:{os.getpid()}"
+    worker_id = f"{socket.gethostname()}:{os.getpid()}"
     # Bound in this (the worker's main) task's context, so every job, lane and loop started from here inherits them.
-    logs.bind(worker=ctx["worker_id"])
-    ctx["metrics"] = metrics.start(registry.names, settings.worker_metrics_port)
-    heartbeat = Heartbeat(redis, keys, ctx["worker_id"])
+    logs.bind(worker=worker_id)
+    worker_metrics = metrics.start(registry.names, settings.worker_metrics_port)
+    state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics)
+    heartbeat = Heartbeat(redis, keys, worker_id)
     await heartbeat.beat()  # live (and counted by /readyz) before the first job
-    ctx["heartbeat"] = asyncio.create_task(_beat_forever(heartbeat), name="heartbeat")
-    ctx["recovery"] = asyncio.create_task(recover_forever(ctx), name="recovery")
-    done = Listener(redis, keys.done_channel)  # a batch ended: its webhook is due now
-    await done.start()
-    ctx["done"] = done
-    ctx["webhooks"] = asyncio.create_task(deliver_forever(ctx), name="webhooks")
-    logger.info("worker %s ready for %d backends", ctx["worker_id"], len(registry))
+    state.loops = [
+        asyncio.create_task(_beat_forever(heartbeat), name="heartbeat"),
+        asyncio.create_task(recover_forever(state), name="recovery"),
+        asyncio.create_task(deliver_forever(state), name="webhooks"),
+    ]
+    ctx[STATE] = state
+    logger.info("worker %s ready for %d backends", worker_id, len(registry))
 
 
 async def _beat_forever(heartbeat: Heartbeat) -> None:
@@ -104,20 +104,18 @@ async def _beat_forever(heartbeat: Heartbeat) -> None:
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
-    for name in ("heartbeat", "recovery", "webhooks"):
-        if name in ctx:
-            ctx[name].cancel()
-            with suppress(asyncio.CancelledError):
-                await ctx[name]
-    if "worker_id" in ctx:
-        await ctx["redis"].zrem(Keys(ctx["settings"].key_prefix).workers, ctx["worker_id"])
-    if "metrics" in ctx:
-        await ctx["metrics"].close()
-    if "pool" in ctx:
-        await ctx["pool"].close()
-    for name in ("released", "cancels", "done"):
-        if name in ctx:
-            await ctx[name].stop()
+    found: WorkerState | None = ctx.get(STATE)
+    if found is None:
+        return
+    for loop in found.loops:
+        loop.cancel()
+        with suppress(asyncio.CancelledError):
+            await loop
+    await found.redis.zrem(found.keys.workers, found.worker_id)
+    await found.metrics.close()
+    await found.pool.close()
+    for listener in (found.released, found.cancels, found.done):
+        await listener.stop()
 
 
 class Worker(ArqWorker):
@@ -174,10 +172,10 @@ class Worker(ArqWorker):
         rest of their batches back at once, then stop."""
         logger.info("graceful stop: taking no new jobs, handing back running ones")
         self.allow_pick_jobs = False
-        draining: asyncio.Event | None = self.ctx.get("draining")
-        if draining is not None:
-            draining.set()
-        grace = self.ctx["settings"].shutdown_grace_seconds
+        found: WorkerState | None = self.ctx.get(STATE)
+        if found is not None:
+            found.draining.set()
+        grace = (found.settings if found else get_settings()).shutdown_grace_seconds
         jobs = [task for task in self.tasks.values() if not task.done()]
         if jobs:
             await asyncio.wait(jobs, timeout=grace + _HAND_BACK_SECONDS)

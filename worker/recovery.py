@@ -9,54 +9,50 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from redis.exceptions import RedisError
 
 from mcp_batch import shards
-from mcp_batch.keys import Keys
-from mcp_batch.settings import Settings
-from mcp_batch.store.batches import Store
 from worker import worker_metrics as metrics
+from worker.context import WorkerState
 
 logger = logging.getLogger(__name__)
 
 
-async def requeue(ctx: dict[str, Any], batch_id: str, shard: int, generation: int) -> None:
+async def requeue(state: WorkerState, batch_id: str, shard: int, generation: int) -> None:
     """Queue a replacement shard job (its lease is already held for it) and wake idle workers."""
-    keys: Keys = ctx["store"].keys
-    redis = ctx["redis"]
+    keys, redis = state.keys, state.redis
     job = shards.job_id(batch_id, shard, generation)
     await redis.enqueue_job("run_batch", batch_id, shard, generation, _job_id=job, _queue_name=keys.queue)
     await redis.publish(keys.wake_channel, batch_id)
 
 
-async def sweep(ctx: dict[str, Any]) -> int:
+async def sweep(state: WorkerState) -> int:
     """One pass: take over lapsed jobs, apply passed deadlines. Returns how many jobs were taken over."""
-    store: Store = ctx["store"]
+    store = state.store
     taken = 0
-    for job in await store.lapsed_jobs():
+    for job in await store.leases.lapsed_jobs():
         batch_id, shard, generation = shards.parse(job)
         new_job = shards.job_id(batch_id, shard, generation + 1)
-        outcome = await store.take_over(batch_id, job, new_job)
+        outcome = await store.leases.take_over(batch_id, job, new_job)
         if outcome == "replaced":
-            await requeue(ctx, batch_id, shard, generation + 1)
+            await requeue(state, batch_id, shard, generation + 1)
             taken += 1
             metrics.took_over()
             logger.warning("job %s stopped renewing its lease; its work goes to %s", job, new_job)
-    for batch_id in await store.due_deadlines():
-        outcome = await store.expire(batch_id)
+    for batch_id in await store.leases.due_deadlines():
+        outcome = await store.leases.expire(batch_id)
         if outcome == "expired":
             logger.info("batch %s passed its deadline", batch_id)
     return taken
 
 
-async def recover_forever(ctx: dict[str, Any]) -> None:
+async def recover_forever(state: WorkerState) -> None:
     """Sweep every `sweep_seconds` until cancelled; a Redis outage only delays the next pass."""
-    settings: Settings = ctx["settings"]
+    settings = state.settings
     while True:
         try:
-            await sweep(ctx)
+            await sweep(state)
         except (RedisError, OSError) as exc:
             logger.warning("recovery sweep failed: %s", type(exc).__name__)
         except Exception:

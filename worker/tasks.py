@@ -18,18 +18,22 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from mcp_batch import shards
+from mcp_batch import records, shards
 from mcp_batch.contract import budget
-from mcp_batch.contract.document import iso
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import BatchStatus, ItemStatus, Mode
 from mcp_batch.ops import logs
-from mcp_batch.settings import Settings
-from mcp_batch.store.batches import BatchMeta, Claim, Store
+from mcp_batch.records import ItemRecord, error_info
+from mcp_batch.store import Store
+from mcp_batch.store.batch_row import BatchMeta
+from mcp_batch.store.claims import Claim
 from worker import worker_metrics as metrics
-from worker.calls import SessionPool, run_call
+from worker.calls import run_call
+from worker.context import WorkerState
+from worker.context import state as worker_state
 from worker.item_refs import BatchReferences
 from worker.recovery import requeue
+from worker.sessions import SessionPool
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +86,7 @@ class _Shard:
                 current = lane.timeout.when()
                 lane.timeout.reschedule(when if current is None or when is None else min(current, when))
 
-    def cut_record(self, lane: _Lane) -> dict[str, Any] | None:
+    def cut_record(self, lane: _Lane, worker: str) -> ItemRecord | None:
         """The record of a call cut short; None when it is handed back to another worker instead."""
         if self.meta.deadline_at is not None and time.time() >= self.meta.deadline_at:
             status, code, what = ItemStatus.expired, "deadline_exceeded", "the batch's deadline passed"
@@ -92,64 +96,56 @@ class _Shard:
             self.handed_back.append((lane.claim.index if lane.claim else -1, lane.dispatched))
             return None
         phase = "while the call was in flight" if lane.dispatched else "before the call was sent"
-        now = iso(time.time())
-        return {
-            "status": status.value,
-            "error": {"code": code, "message": f"{what} {phase}", "type": "batch", "details": None},
-            "started_at": now,
-            "finished_at": now,
-        }
+        return records.record(status, worker=worker, error=error_info(code, f"{what} {phase}", "batch"))
 
 
 async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0, generation: int = 0) -> None:
     """Run one shard of a batch: its share of `max_concurrency` lanes (one in serial mode), each finishing and
     claiming items in one round trip, until nothing is left to claim. Shards on other workers claim from the same
     cursor, so they share the items however fast each goes."""
-    store: Store = ctx["store"]
-    settings: Settings = ctx["settings"]
+    state = worker_state(ctx)
+    store, settings = state.store, state.settings
     job = shards.job_id(batch_id, shard, generation)
     logs.bind(batch_id=batch_id, job=job)
-    if not await store.renew(batch_id, job):
+    if not await store.leases.renew(batch_id, job):
         logger.info("job %s was taken over before it started; nothing to do", job)
         return
     try:
-        meta = await store.meta(batch_id)
+        meta = await store.reads.meta(batch_id)
     except BatchNotFound:
         logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
-        await store.release(batch_id, job)
+        await store.leases.release(batch_id, job)
         return
     run = _Shard(meta)
     renewing = asyncio.create_task(_renew(store, batch_id, job, settings.lease_seconds / 3, run))
-    watching = asyncio.create_task(_watch(ctx, batch_id, run))
+    watching = asyncio.create_task(_watch(state, batch_id, run))
     try:
         lanes = 1 if meta.mode is Mode.serial else shards.lanes(meta.max_concurrency, meta.shards, shard)
         run.lanes = [_Lane() for _ in range(lanes)]
         references = BatchReferences(store, batch_id)
         async with asyncio.TaskGroup() as lanes_group:  # one lane failing (Redis gone too long) stops the others
             for lane in run.lanes:
-                lanes_group.create_task(_lane(ctx, batch_id, job, run, lane, references))
+                lanes_group.create_task(_lane(state, batch_id, job, run, lane, references))
     finally:
         for task in (renewing, watching):
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
     if run.reason == "shutdown":
-        await _hand_back(ctx, batch_id, shard, generation, run)
-    elif await store.release(batch_id, job) == "replaced":
+        await _hand_back(state, batch_id, shard, generation, run)
+    elif await store.leases.release(batch_id, job) == "replaced":
         logger.warning("job %s held claims lost with Redis replies; queued a job for them", job)
-        await requeue(ctx, batch_id, shard, generation + 1)
+        await requeue(state, batch_id, shard, generation + 1)
     logger.info("batch %s: job %s has no more items to run", batch_id, job)
 
 
 async def _lane(
-    ctx: dict[str, Any], batch_id: str, job: str, run: _Shard, lane: _Lane, references: BatchReferences
+    state: WorkerState, batch_id: str, job: str, run: _Shard, lane: _Lane, references: BatchReferences
 ) -> None:
-    store: Store = ctx["store"]
-    pool: SessionPool = ctx["pool"]
-    worker_id: str = ctx["worker_id"]
-    finished: tuple[Claim, dict[str, Any]] | None = None
+    store, pool, worker_id = state.store, state.pool, state.worker_id
+    finished: tuple[Claim, ItemRecord] | None = None
     while True:
-        claim = await store.advance(batch_id, job, finished, want_next=not run.stopping)
+        claim = await store.claims.advance(batch_id, job, finished, want_next=not run.stopping)
         if claim is None:
             return
         lane.claim, lane.dispatched = claim, False
@@ -168,14 +164,14 @@ async def _lane(
         except (TimeoutError, _NotSent) as exc:
             if isinstance(exc, TimeoutError) and not timeout.expired():
                 raise
-            cut = run.cut_record(lane)
+            cut = run.cut_record(lane, worker_id)
             if cut is None:
                 return  # handed back: recorded by whoever runs it next
-            record = cut | {"worker": worker_id}
+            record = cut
         finally:
             lane.timeout = None
         record["queued_seconds"] = queued
-        record = budget.cap_stored(record, ctx["settings"].max_result_bytes)  # every record passes here
+        record = budget.cap_stored(record, state.settings.max_result_bytes)  # every record passes here
         metrics.item_finished(claim.server, record["status"])
         references.finished(claim.index, record)
         finished = (claim, record)
@@ -189,30 +185,27 @@ async def _run_item(
     worker_id: str,
     meta: BatchMeta,
     dispatched: Callable[[], None],
-) -> dict[str, Any]:
+) -> ItemRecord:
     share = None if meta.rate_share is None else (meta.tenant, meta.rate_share)
     try:
         prepared = await references.prepare(claim)
         if isinstance(prepared, Claim):
             return await run_call(pool, prepared, worker_id, meta.read_only, dispatched, share)
-        now = iso(time.time())  # ended before dispatch: nothing ran
-        return prepared | {"worker": worker_id, "started_at": now, "finished_at": now, "attempts": 0}
+        return records.record(prepared.status, worker=worker_id, error=prepared.error, attempts=0)  # nothing ran
     except _NotSent:
         raise
     except Exception as exc:  # a bug must not leave the item running forever; its message may quote an argument
         logger.error("item %d failed inside the worker: %s", claim.index, logs.stack_only(exc))
-        return {
-            "status": ItemStatus.error.value,
-            "worker": worker_id,
-            "error": {"code": "internal_error", "message": "the worker failed", "type": "internal"},
-        }
+        return records.record(
+            ItemStatus.error, worker=worker_id, error=error_info("internal_error", "the worker failed", "internal")
+        )
 
 
 async def _renew(store: Store, batch_id: str, job: str, every: float, run: _Shard) -> None:
     while True:
         await asyncio.sleep(every)  # a periodic duty: the lease must be renewed well before it lapses
         try:
-            if not await store.renew(batch_id, job):
+            if not await store.leases.renew(batch_id, job):
                 logger.warning("job %s lost its lease (taken over); claiming nothing more", job)
                 run.lost = True
                 return
@@ -220,11 +213,10 @@ async def _renew(store: Store, batch_id: str, job: str, every: float, run: _Shar
             logger.warning("could not renew the lease of job %s: %s", job, type(exc).__name__)
 
 
-async def _watch(ctx: dict[str, Any], batch_id: str, run: _Shard) -> None:
+async def _watch(state: WorkerState, batch_id: str, run: _Shard) -> None:
     """Cut the shard short on a cancel of its batch or a graceful shutdown of this worker."""
-    settings: Settings = ctx["settings"]
-    draining: asyncio.Event = ctx["draining"]
-    with ctx["cancels"].watch(batch_id) as cancelled:
+    settings, draining = state.settings, state.draining
+    with state.cancels.watch(batch_id) as cancelled:
         while True:
             if draining.is_set():
                 run.cut("shutdown", settings.shutdown_grace_seconds)
@@ -232,7 +224,7 @@ async def _watch(ctx: dict[str, Any], batch_id: str, run: _Shard) -> None:
             if cancelled.is_set():
                 cancelled.clear()
                 # A resubscribed listener wakes every watcher: check the batch really was cancelled.
-                if await ctx["store"].status(batch_id) in (BatchStatus.cancelling, BatchStatus.cancelled):
+                if await state.store.reads.status(batch_id) in (BatchStatus.cancelling, BatchStatus.cancelled):
                     run.cut("cancel", settings.cancel_grace_seconds)
                     return
             waits = [asyncio.ensure_future(e.wait()) for e in (draining, cancelled)]
@@ -243,12 +235,12 @@ async def _watch(ctx: dict[str, Any], batch_id: str, run: _Shard) -> None:
                     wait.cancel()
 
 
-async def _hand_back(ctx: dict[str, Any], batch_id: str, shard: int, generation: int, run: _Shard) -> None:
+async def _hand_back(state: WorkerState, batch_id: str, shard: int, generation: int, run: _Shard) -> None:
     """A graceful stop: give this job's part to a replacement at once instead of letting its lease lapse."""
-    store: Store = ctx["store"]
+    store = state.store
     job, new_job = shards.job_id(batch_id, shard, generation), shards.job_id(batch_id, shard, generation + 1)
     clean = [index for index, dispatched in run.handed_back if not dispatched]
-    outcome = await store.take_over(batch_id, job, new_job, force=True, never_dispatched=clean)
+    outcome = await store.leases.take_over(batch_id, job, new_job, force=True, never_dispatched=clean)
     if outcome == "replaced":
-        await requeue(ctx, batch_id, shard, generation + 1)
+        await requeue(state, batch_id, shard, generation + 1)
     logger.info("job %s handed back (%s, %d calls cut)", job, outcome, len(run.handed_back))

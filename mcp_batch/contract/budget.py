@@ -11,9 +11,11 @@ share is shrunk deterministically — its content replaced by a note, its struct
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar, cast
 
 MIN_SHARE = 1024
+_Record = TypeVar("_Record", bound=Mapping[str, object])  # a stored item record (records.ItemRecord)
 
 
 def size(value: Any) -> int:
@@ -96,7 +98,7 @@ def stored_size(record: Any) -> int:
     return len(json.dumps(record))
 
 
-def cap_stored(record: dict[str, Any], limit: int) -> dict[str, Any]:
+def cap_stored(record: _Record, limit: int) -> _Record:
     """The record itself if it fits `limit` stored bytes, else a copy that does, marked `stored_truncated` with
     `stored_truncated_bytes`. `structured_content` goes first (tools usually repeat it as text, and a reference reads
     a whole JSON text as well); if the content is still too large, its first blocks that fit are kept, the next one
@@ -105,12 +107,13 @@ def cap_stored(record: dict[str, Any], limit: int) -> dict[str, Any]:
     if before <= limit:
         return record
     # `before` as the count while fitting: no count is wider, so the record still fits once the real one is set.
-    small = dict(record, structured_content=None, stored_truncated=True, stored_truncated_bytes=before)
+    whole = cast(dict[str, Any], record)
+    small = dict(whole, structured_content=None, stored_truncated=True, stored_truncated_bytes=before)
     if stored_size(small) > limit:
-        small.update(content=[], structured_content=record.get("structured_content"))
+        small.update(content=[], structured_content=whole.get("structured_content"))
         if stored_size(small) > limit // 2:
             small["structured_content"] = None
-        _fill(small, record.get("content") or [], limit - stored_size(small))
+        _fill(small, whole.get("content") or [], limit - stored_size(small))
     # The count's own digits are part of the size: find the count that states itself exactly (with the widest,
     # `before`, the record fits, so any narrower count does too).
     bare = stored_size(small) - len(str(before))
@@ -119,7 +122,7 @@ def cap_stored(record: dict[str, Any], limit: int) -> dict[str, Any]:
         if len(str(before - bare - digits)) == digits:
             small["stored_truncated_bytes"] = before - bare - digits
             break
-    return small
+    return cast(_Record, small)
 
 
 def _fill(small: dict[str, Any], blocks: list[dict[str, Any]], room: int) -> None:

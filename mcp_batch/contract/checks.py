@@ -16,6 +16,7 @@ from jsonschema.exceptions import SchemaError
 
 from mcp_batch.backends.servers_file import Backend
 from mcp_batch.models import ItemStatus, ToolInfo
+from mcp_batch.records import ErrorInfo, error_info
 
 # This service's own batch tools (the MCP front door): a batch may not start batches.
 OWN_BATCH_TOOLS = frozenset({"call_tools_batch", "submit_batch"})
@@ -39,9 +40,9 @@ class Refusal:
     message: str
     details: dict[str, Any] | None = None
 
-    def error(self) -> dict[str, Any]:
+    def error(self) -> ErrorInfo:
         kind = "policy" if self.status is ItemStatus.blocked else "validation"
-        return {"code": self.code, "message": self.message, "type": kind, "details": self.details}
+        return error_info(self.code, self.message, kind, **(self.details or {}))
 
 
 def depth(value: Any) -> int:

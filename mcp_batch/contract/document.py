@@ -1,4 +1,4 @@
-"""Assembling the batch document from what the store read: pure functions over the raw Redis replies.
+"""Assembling the batch document from what the store read: pure functions over typed rows and stored records.
 
 An item's state is derived: a result record means finished; an index below the claim cursor without one means
 running; above it pending. Once the batch halts (`halt`: stop, cancel, expire) the items never run take the
@@ -9,59 +9,40 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
-
-from pydantic import TypeAdapter
 
 from mcp_batch.models import (
     FAILED_ITEM,
     TERMINAL_BATCH,
-    BackendLimits,
     BatchDocument,
-    BatchStatus,
     Counts,
     ItemResult,
     ItemStatus,
-    Mode,
-    OnError,
-    WebhookState,
-    WebhookStatus,
 )
+from mcp_batch.records import iso
+from mcp_batch.store.batch_row import LIMITS, BatchRow, Spec
 
-LIMITS = TypeAdapter(dict[str, BackendLimits])
 # What an item that never ran becomes when its batch halts for this reason.
 HALTED = {"stop": ItemStatus.skipped, "cancel": ItemStatus.cancelled, "expire": ItemStatus.expired}
 
 
-def iso(ts: float | None) -> str | None:
-    """Epoch seconds as ISO 8601 in UTC (None stays None)."""
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
-
-
-def spec_fields(raw: bytes) -> dict[str, Any]:
-    spec = json.loads(raw)
-    return {"id": spec["id"], "server": spec["server"], "tool": spec["tool"]}
-
-
 def render(
     batch_id: str,
-    meta: dict[str, str],
+    row: BatchRow,
     offset: int,
-    raw_calls: list[bytes],
+    specs: list[Spec],
     records: dict[int, bytes],
-    raw_failed: list[tuple[bytes, float]],
+    failed: list[tuple[str, int]],
 ) -> BatchDocument:
-    total, claimed, finished = int(meta["total"]), int(meta["claimed"]), int(meta["finished"])
-    status = BatchStatus(meta["status"])
-    ended = status in TERMINAL_BATCH
-    stopped_at = int(meta["stopped_at"]) if "stopped_at" in meta else None
-    rest = HALTED.get(meta.get("halt", ""))  # the status of items that will not run, once the batch halts
-    n = {s: int(meta.get(f"n:{s.value}", 0)) for s in ItemStatus}
+    """The document of a batch from its row, one page of its specs and their records, and its failed (id, index)."""
+    total, claimed, finished = row.total, row.claimed, row.finished
+    ended = row.status in TERMINAL_BATCH
+    rest = HALTED.get(row.halt or "")  # the status of items that will not run, once the batch halts
+    n = dict(row.counts)
     results = []
-    for k, raw in enumerate(raw_calls):
+    for k, spec in enumerate(specs):
         index = offset + k
-        item: dict[str, Any] = {"index": index, **spec_fields(raw)}
+        item: dict[str, Any] = {"index": index, "id": spec.id, "server": spec.server, "tool": spec.tool}
         if index in records:
             item.update(json.loads(records[index]))
         elif index < claimed and not ended:
@@ -82,41 +63,31 @@ def render(
         cancelled=n[ItemStatus.cancelled],
         expired=n[ItemStatus.expired],
     )
-    created = float(meta["created_at"])
-    started = float(meta["started_at"]) if "started_at" in meta else None
-    end = float(meta["finished_at"]) if "finished_at" in meta else None
-    retention = int(meta.get("retention", 86_400))
+    end = row.finished_at
     return BatchDocument(
         id=batch_id,
-        status=status,
+        status=row.status,
         ok=ended and counts.succeeded == total,
-        mode=Mode(meta["mode"]),
-        on_error=OnError(meta["on_error"]),
-        max_concurrency=int(meta["max_concurrency"]),
+        mode=row.mode,
+        on_error=row.on_error,
+        max_concurrency=row.max_concurrency,
         counts=counts,
-        failed_ids=[member.decode() for member, _ in raw_failed],
-        failed_indexes=[int(score) for _, score in raw_failed],
-        stopped_at=stopped_at,
+        failed_ids=[item_id for item_id, _ in failed],
+        failed_indexes=[index for _, index in failed],
+        stopped_at=row.stopped_at,
         results=results,
         results_offset=offset,
-        limits=LIMITS.validate_json(meta.get("limits", "{}")),
-        read_only=meta.get("read_only", "1") == "1",
-        response_max_bytes=int(meta.get("response_max_bytes", 300_000)),
+        limits=LIMITS.validate_json(row.limits),
+        read_only=row.read_only,
+        response_max_bytes=row.response_max_bytes,
         next_offset=offset + len(results) if offset + len(results) < total else None,
-        deadline_at=iso(float(meta["deadline_at"])) if "deadline_at" in meta else None,
-        retention_seconds=retention,
-        expires_at=iso(end + retention) if end is not None else None,
-        created_at=iso(created) or "",
-        started_at=iso(started),
+        deadline_at=iso(row.deadline_at),
+        retention_seconds=row.retention,
+        expires_at=iso(end + row.retention) if end is not None else None,
+        created_at=iso(row.created_at) or "",
+        started_at=iso(row.started_at),
         finished_at=iso(end),
-        elapsed_seconds=round((end if end is not None else time.time()) - created, 6),
-        retry_of=meta.get("retry_of"),
-        webhook=_webhook(meta),
+        elapsed_seconds=round((end if end is not None else time.time()) - row.created_at, 6),
+        retry_of=row.retry_of,
+        webhook=row.webhook,
     )
-
-
-def _webhook(meta: dict[str, str]) -> WebhookState | None:
-    if "webhook_url" not in meta:
-        return None
-    status = WebhookStatus(meta.get("webhook_status", WebhookStatus.pending.value))
-    return WebhookState(status=status, attempts=int(meta.get("webhook_attempts", 0)))

@@ -1,0 +1,55 @@
+"""The only code that knows the Redis layout of a batch. `Store` is composed of parts, each owning its keys:
+
+    submits       create a batch (all or nothing), delete one that could not be queued, count unfinished items
+    claims        finish an item and claim the next in one round trip (the worker's hot path)
+    reads         the document, one item, finished items in finish order, what a retry needs, waiting for the end
+    leases        shard jobs' leases and take-over, cancel, deadlines
+    tenants       who owns a batch, and each tenant's batches newest first
+    idempotency   Idempotency-Key records
+    webhooks      the completion webhooks' delivery queue
+
+The hash fields are read only in batch_row.py and the Lua scripts (scripts.py).
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from mcp_batch.keys import LIVE_TTL_SECONDS, Keys
+from mcp_batch.store.channels import Listener
+from mcp_batch.store.claims import Claims
+from mcp_batch.store.idempotency import IdempotencyKeys
+from mcp_batch.store.leases import Leases
+from mcp_batch.store.reads import Reads
+from mcp_batch.store.submits import Submits
+from mcp_batch.store.tenant_index import TenantIndex
+from mcp_batch.store.webhook_queue import WebhookQueue
+
+_WEBHOOK_LEASE_SECONDS = 60.0  # an attempt's claim: well past its timeout, so only a dead or frozen worker's lapses
+
+
+class Store:
+    """Batch persistence over one Redis connection pool, as composed parts."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        retention_seconds: int,
+        done: Listener | None = None,
+        response_max_bytes: int = 300_000,
+        lease_seconds: float = 30.0,
+        outage_seconds: float = 300.0,
+    ) -> None:
+        live_ms = LIVE_TTL_SECONDS * 1000
+        lease_ms = int(lease_seconds * 1000)
+        self.submits = Submits(redis, keys, retention_seconds, response_max_bytes, lease_ms, live_ms)
+        self.claims = Claims(redis, keys, live_ms, outage_seconds)
+        self.reads = Reads(redis, keys, done)
+        self.leases = Leases(redis, keys, lease_ms, live_ms)
+        self.tenants = TenantIndex(redis, keys)
+        self.idempotency = IdempotencyKeys(redis, keys, live_ms)
+        self.webhooks = WebhookQueue(redis, keys, _WEBHOOK_LEASE_SECONDS)
+
+
+__all__ = ["Store"]

@@ -8,8 +8,8 @@ that the first request is still in progress. A placeholder expires after `RESERV
 does not hold a key for ever; a create that fails releases it at once.
 
 The final record expires with its batch: it takes the batch meta key's TTL when written, the batch meta names it
-in its `idempotency_key` field, and whoever re-expires a finished batch's keys extends it too
-(`idempotency_ttl_keys`). A record whose batch is gone all the same is dropped, and the key is free again.
+in its `idempotency_key` field, and the script that ends the batch (scripts.py `finalize`) re-expires it with the
+batch's keys. A record whose batch is gone all the same is dropped, and the key is free again.
 """
 
 from __future__ import annotations
@@ -70,14 +70,8 @@ def fingerprint(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def idempotency_ttl_keys(meta: Mapping[str, str]) -> list[str]:
-    """Keys outside the batch's own that must expire with it, read from its meta hash: its Idempotency-Key record."""
-    name = meta.get("idempotency_key")
-    return [name] if name else []
-
-
 @dataclass(frozen=True)
-class Claim:
+class KeyHold:
     """A claimed key: either the batch an earlier request made (`batch_id`), or the right to make it (`placeholder`)."""
 
     name: str
@@ -86,49 +80,56 @@ class Claim:
     placeholder: str | None = None
 
 
-async def claim(redis: Redis, keys: Keys, key: str, digest: str, tenant: str = "default") -> Claim:
-    """Claim `key` for a request with this fingerprint, or find the batch it already made.
+class IdempotencyKeys:
+    """The records of Idempotency-Keys (`Store.idempotency`)."""
 
-    IdempotencyConflict when the key was used with another request; IdempotencyInProgress when the first request
-    with it is still storing its batch after `WAIT_SECONDS`.
-    """
-    name = keys.idempotency(key, tenant)
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
-        placeholder = json.dumps({"fingerprint": digest, "token": uuid.uuid4().hex})
-        if await redis.set(name, placeholder, nx=True, px=RESERVE_MS):
-            return Claim(name, digest, placeholder=placeholder)
-        raw = await redis.get(name)
-        if raw is not None:
-            held = json.loads(raw)
-            if held["fingerprint"] != digest:
-                raise IdempotencyConflict()
-            batch_id = held.get("batch_id")
-            if batch_id is not None:
-                if await redis.exists(keys.batch(batch_id)):
-                    return Claim(name, digest, batch_id=batch_id)
-                await _release(redis, name, raw.decode())  # the batch is gone, so its key goes too: claim afresh
-                continue
-        if time.monotonic() >= deadline:
-            raise IdempotencyInProgress()
-        await asyncio.sleep(POLL_SECONDS)
+    def __init__(self, redis: Redis, keys: Keys, live_ms: int) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.live_ms = live_ms
 
+    async def claim(self, key: str, digest: str, tenant: str = "default") -> KeyHold:
+        """Claim `key` for a request with this fingerprint, or find the batch it already made.
 
-async def complete(redis: Redis, held: Claim, meta_key: str, batch_id: str, fallback_ms: int) -> None:
-    """Turn our placeholder into the batch's record, expiring with the batch (`meta_key`)."""
-    assert held.placeholder is not None
-    final = json.dumps({"batch_id": batch_id, "fingerprint": held.fingerprint})
-    args = (held.placeholder, final, str(fallback_ms))
-    written = await cast(Awaitable[int], redis.eval(_COMPLETE, 2, held.name, meta_key, *args))
-    if not written:
-        # Only when storing took longer than RESERVE_MS and another request claimed the key meanwhile.
-        logger.warning("Idempotency-Key reservation lapsed before batch %s was stored", batch_id)
+        IdempotencyConflict when the key was used with another request; IdempotencyInProgress when the first request
+        with it is still storing its batch after `WAIT_SECONDS`.
+        """
+        redis, name = self.redis, self.keys.idempotency(key, tenant)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            placeholder = json.dumps({"fingerprint": digest, "token": uuid.uuid4().hex})
+            if await redis.set(name, placeholder, nx=True, px=RESERVE_MS):
+                return KeyHold(name, digest, placeholder=placeholder)
+            raw = await redis.get(name)
+            if raw is not None:
+                held = json.loads(raw)
+                if held["fingerprint"] != digest:
+                    raise IdempotencyConflict()
+                batch_id = held.get("batch_id")
+                if batch_id is not None:
+                    if await redis.exists(self.keys.batch(batch_id)):
+                        return KeyHold(name, digest, batch_id=batch_id)
+                    await _release(redis, name, raw.decode())  # the batch is gone, so its key goes too: claim afresh
+                    continue
+            if time.monotonic() >= deadline:
+                raise IdempotencyInProgress()
+            await asyncio.sleep(POLL_SECONDS)
 
+    async def complete(self, held: KeyHold, batch_id: str) -> None:
+        """Turn our placeholder into the batch's record, expiring with the batch."""
+        assert held.placeholder is not None
+        final = json.dumps({"batch_id": batch_id, "fingerprint": held.fingerprint})
+        args = (held.placeholder, final, str(self.live_ms))
+        meta_key = self.keys.batch(batch_id)
+        written = await cast(Awaitable[int], self.redis.eval(_COMPLETE, 2, held.name, meta_key, *args))
+        if not written:
+            # Only when storing took longer than RESERVE_MS and another request claimed the key meanwhile.
+            logger.warning("Idempotency-Key reservation lapsed before batch %s was stored", batch_id)
 
-async def release(redis: Redis, held: Claim) -> None:
-    """Give up our placeholder (the batch could not be stored): the key is free again."""
-    if held.placeholder is not None:
-        await _release(redis, held.name, held.placeholder)
+    async def release(self, held: KeyHold) -> None:
+        """Give up our placeholder (the batch could not be stored): the key is free again."""
+        if held.placeholder is not None:
+            await _release(self.redis, held.name, held.placeholder)
 
 
 async def _release(redis: Redis, name: str, value: str) -> None:

@@ -1,4 +1,4 @@
-"""A batch's life beyond claiming: shard job leases and their take-over, cancel and deadlines (part of `Store`).
+"""A batch's life beyond claiming: shard job leases and their take-over, cancel and deadlines (`Store.leases`).
 
 Each is one Lua script (scripts.py) over the batch's keys, so a take-over, a cancel or an expiry is atomic whatever
 the workers are doing meanwhile.
@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 
 from mcp_batch import shards
 from mcp_batch.errors import BatchAlreadyFinished, BatchNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchStatus
+from mcp_batch.store import scripts
 
 
 @dataclass(frozen=True)
@@ -32,24 +32,24 @@ def _next_generation(job: str) -> tuple[str, int, int]:
     return batch_id, shard, generation + 1
 
 
-class Lifecycle:
-    """Leases, take-overs, cancel and expiry; `Store` sets the attributes below."""
+class Leases:
+    """Leases, take-overs, cancel and expiry."""
 
-    redis: Redis
-    keys: Keys
-    lease_ms: int
-    live_ms: int
-    _take_over: AsyncScript
-    _cancel: AsyncScript
-    _expire: AsyncScript
-    _renew: AsyncScript
+    def __init__(self, redis: Redis, keys: Keys, lease_ms: int, live_ms: int) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.lease_ms = lease_ms
+        self.live_ms = live_ms
+        self._take_over = redis.register_script(scripts.TAKE_OVER)
+        self._cancel = redis.register_script(scripts.CANCEL)
+        self._expire = redis.register_script(scripts.EXPIRE)
+        self._renew = redis.register_script(scripts.RENEW)
 
     def _script_keys(self, batch_id: str) -> list[str]:
-        keys = self.keys
-        return [*keys.batch_keys(batch_id), keys.jobs, keys.unfinished, keys.deadlines, keys.webhooks]
+        return scripts.batch_keys(self.keys, batch_id)
 
     def _script_args(self, batch_id: str) -> list[Any]:
-        return [repr(time.time()), self.keys.done_channel, batch_id]
+        return scripts.batch_args(self.keys, batch_id)
 
     async def renew(self, batch_id: str, job: str) -> bool:
         """Start or renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""

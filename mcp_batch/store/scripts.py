@@ -11,12 +11,36 @@ never run then take the matching status (skipped, cancelled, expired), and the b
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+from mcp_batch.keys import Keys
+from mcp_batch.models import TERMINAL_BATCH
+
+
+def batch_keys(keys: Keys, batch_id: str) -> list[str]:
+    """KEYS of the batch scripts: the batch's own keys, then the shared ones they update."""
+    return [*keys.batch_keys(batch_id), keys.jobs, keys.unfinished, keys.deadlines, keys.webhooks]
+
+
+def batch_args(keys: Keys, batch_id: str) -> list[Any]:
+    """The first ARGV of the batch scripts."""
+    return [repr(time.time()), keys.done_channel, batch_id]
+
+
+# The terminal statuses as a Lua set, from the one Python definition.
+_TERMINAL = "{" + ", ".join(f"{status.value} = true" for status in sorted(TERMINAL_BATCH)) + "}"
+
 # KEYS: 1 meta, 2 calls, 3 results, 4 failed, 5 finished, 6 ids, 7 inflight, 8 orphans, 9 jobs, 10 unfinished,
 #       11 deadlines, 12 webhooks.  ARGV: 1 now, 2 done channel, 3 batch id, then each script's own.
 # The meta hash may name two more keys of the batch's own: `idempotency_key` (expires with the batch) and
 # `tenant_unfinished` (its tenant's count of unfinished items).
-_COMMON = """
-local TERMINAL = {completed = true, cancelled = true, expired = true}
+_TERMINAL_SET = f"""
+local TERMINAL = {_TERMINAL}
+"""
+_COMMON = (
+    _TERMINAL_SET
+    + """
 local function finalize(halt)
   local final = 'completed'
   if halt == 'cancel' then final = 'cancelled' elseif halt == 'expire' then final = 'expired' end
@@ -39,6 +63,7 @@ local function lease_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 """
+)
 
 # Record a finished item (once: HSETNX) and claim the next: an orphan first, then the cursor.
 # ARGV: 4 index (-1: none), 5 record, 6 status, 7 item id, 8 failed ('1'/'0'), 9 want ('1'/'0'), 10 job, 11 ttl ms
@@ -196,13 +221,16 @@ return 'expiring'
 
 # Start or renew a shard job's lease, keeping the batch's keys alive while it runs.
 # KEYS: jobs, then the batch keys. ARGV: job, lease ms, ttl ms. Returns 1, or 0 when the lease was taken over.
-RENEW = """
+RENEW = (
+    _TERMINAL_SET
+    + """
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 local t = redis.call('TIME')
 redis.call('ZADD', KEYS[1], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2]), ARGV[1])
 local status = redis.call('HGET', KEYS[2], 'status')
-if status and status ~= 'completed' and status ~= 'cancelled' and status ~= 'expired' then
+if status and not TERMINAL[status] then
   for i = 2, #KEYS do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end
 end
 return 1
 """
+)

@@ -1,4 +1,4 @@
-"""Each tenant's index of its batches, newest first: `GET /v1/batches` (part of `Store`)."""
+"""Each tenant's index of its batches, newest first: `GET /v1/batches` (`Store.tenants`)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,17 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from mcp_batch.contract.document import iso
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchStatus, BatchSummary
+from mcp_batch.records import iso
+from mcp_batch.store.batch_row import LIST_FIELDS
 
 _LIST_SCAN = 1_000  # most index entries one listing request reads (a status filter may skip many)
 
 
 def _summary(batch_id: str, row: list[str | None]) -> BatchSummary:
-    """From the meta fields status, total, finished, created_at, finished_at, retry_of."""
+    """From the meta fields LIST_FIELDS."""
     status, total, finished, created, ended, retry_of = row
     return BatchSummary(
         id=batch_id,
@@ -30,10 +31,11 @@ def _summary(batch_id: str, row: list[str | None]) -> BatchSummary:
 
 
 class TenantIndex:
-    """Who owns a batch, and a tenant's batches; `Store` sets the attributes below."""
+    """Who owns a batch, and a tenant's batches."""
 
-    redis: Redis
-    keys: Keys
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
 
     async def tenant_of(self, batch_id: str) -> str:
         """The tenant that owns a batch (BatchNotFound when there is no such batch)."""
@@ -56,10 +58,9 @@ class TenantIndex:
             page = await self.redis.zrevrangebyscore(index, upper, "-inf", start=0, num=limit, withscores=True)
             if not page:
                 return found, None
-            fields = ["status", "total", "finished", "created_at", "finished_at", "retry_of"]
             async with self.redis.pipeline(transaction=False) as pipe:
                 for member, _ in page:
-                    pipe.hmget(self.keys.batch(member.decode()), fields)
+                    pipe.hmget(self.keys.batch(member.decode()), LIST_FIELDS)
                 rows = await pipe.execute()
             gone = []
             for (member, score), row in zip(page, rows, strict=True):

@@ -18,10 +18,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from mcp_batch.contract.document import render
 from mcp_batch.errors import BatchNotFound
-from mcp_batch.models import TERMINAL_BATCH, BatchDocument
-from mcp_batch.store.batches import Store
+from mcp_batch.models import TERMINAL_BATCH
+from mcp_batch.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -38,19 +37,6 @@ class Event:
 KEEP_ALIVE = Event("keep-alive")
 
 
-async def _snapshot(store: Store, batch_id: str) -> tuple[BatchDocument, int, float | None]:
-    """The document without results, how many items have finished, and the deadline, read at one instant."""
-    async with store.redis.pipeline(transaction=True) as pipe:
-        pipe.hgetall(store.keys.batch(batch_id))
-        pipe.llen(store.keys.finished(batch_id))
-        raw, finished = await pipe.execute()
-    if not raw:
-        raise BatchNotFound(batch_id)
-    meta = {k.decode(): v.decode() for k, v in raw.items()}
-    deadline = float(meta["deadline_at"]) if "deadline_at" in meta else None
-    return render(batch_id, meta, 0, [], {}, []), finished, deadline
-
-
 async def _events(
     store: Store, batch_id: str, after: int, check_seconds: float, max_seconds: float, heartbeat_seconds: float
 ) -> AsyncIterator[Event]:
@@ -59,13 +45,13 @@ async def _events(
     quiet_since = loop.time()
     position, shown = after, None
     while True:
-        document, finished, deadline = await _snapshot(store, batch_id)
+        document, finished, deadline = await store.reads.snapshot(batch_id)
         ended = document.status in TERMINAL_BATCH
         if deadline is not None and deadline <= time.time() and not ended:
-            await store.expire(batch_id)  # as a GET does, for a deployment with no worker running
+            await store.leases.expire(batch_id)  # as a GET does, for a deployment with no worker running
         sent = False
         if finished > position:
-            async for chunk in store.finished_since(batch_id, position, finished):
+            async for chunk in store.reads.finished_since(batch_id, position, finished):
                 for item in chunk:
                     fields = {"seq": item.seq, "index": item.index, "id": item.id, "status": item.status.value}
                     yield Event("item", fields | {"server": item.server, "tool": item.tool}, item.seq)
@@ -95,7 +81,7 @@ async def _events(
             detail = "the stream's time limit was reached: reconnect with Last-Event-ID to resume"
             yield Event("timeout", {"detail": detail, "after": position})
             return
-        await store.wait(batch_id, min(check_seconds, give_up - now, quiet_since + heartbeat_seconds - now))
+        await store.reads.wait(batch_id, min(check_seconds, give_up - now, quiet_since + heartbeat_seconds - now))
 
 
 async def progress(

@@ -37,8 +37,8 @@ from mcp_batch.models import (
 )
 from mcp_batch.ops.prometheus import ApiMetrics
 from mcp_batch.settings import Settings
-from mcp_batch.store import idempotency
-from mcp_batch.store.batches import Store, new_batch_id
+from mcp_batch.store import Store, idempotency
+from mcp_batch.store.submits import new_batch_id
 from mcp_batch.tenants import ANYONE, Caller, authorize
 from service.application.retry import retry_request
 
@@ -91,11 +91,11 @@ class Services:
         concurrency = self.validate(request, caller)
         settings = self.settings
         retry_after = settings.backpressure_retry_after_seconds
-        unfinished = await self.store.unfinished_items()
+        unfinished = await self.store.submits.unfinished_items()
         if unfinished + len(request.calls) > settings.max_unfinished_items:
             raise Backpressure(unfinished, settings.max_unfinished_items, retry_after)
         if caller.max_unfinished_items is not None:
-            mine = await self.store.unfinished_items(caller.tenant)
+            mine = await self.store.submits.unfinished_items(caller.tenant)
             if mine + len(request.calls) > caller.max_unfinished_items:
                 raise Backpressure(mine, caller.max_unfinished_items, retry_after)
         limits = self.registry.limits({call.server for call in request.calls})
@@ -106,7 +106,7 @@ class Services:
         )
         batch_id = new_batch_id()
         jobs = [shards.job_id(batch_id, shard) for shard in range(count)]
-        await self.store.create(
+        await self.store.submits.create(
             request,
             concurrency,
             limits,
@@ -121,7 +121,9 @@ class Services:
             for shard, job in enumerate(jobs):
                 await self.redis.enqueue_job("run_batch", batch_id, shard, _job_id=job, _queue_name=self.keys.queue)
         except BaseException:
-            await self.store.delete(batch_id, jobs)  # nothing half-written: a batch that could not be queued is gone
+            await self.store.submits.delete(
+                batch_id, jobs
+            )  # nothing half-written: a batch that could not be queued is gone
             raise
         await self.redis.publish(self.keys.wake_channel, batch_id)
         self.metrics.batch_submitted()
@@ -130,7 +132,7 @@ class Services:
     async def owned(self, batch_id: str, caller: Caller) -> str:
         """The batch id, when the batch exists and is the caller's; else BatchNotFound (another tenant's batch is
         indistinguishable from a missing one). An id that cannot name a batch is never looked up."""
-        if not is_batch_id(batch_id) or await self.store.tenant_of(batch_id) != caller.tenant:
+        if not is_batch_id(batch_id) or await self.store.tenants.tenant_of(batch_id) != caller.tenant:
             raise BatchNotFound(batch_id)
         return batch_id
 
@@ -139,12 +141,12 @@ class Services:
     ) -> BatchList:
         """The caller's tenant's batches, newest first, a page at a time."""
         before = int(cursor) if cursor else None
-        found, next_before = await self.store.batches_of(caller.tenant, before, limit, status)
+        found, next_before = await self.store.tenants.batches_of(caller.tenant, before, limit, status)
         return BatchList(batches=found, next_cursor=None if next_before is None else str(next_before))
 
     async def cancel(self, batch_id: str) -> BatchDocument:
         """Cancel a batch (BatchAlreadyFinished when it has ended) and return its document."""
-        await self.store.cancel(batch_id)
+        await self.store.leases.cancel(batch_id)
         return await self.document(batch_id, limit=0)
 
     async def submit_once(
@@ -159,15 +161,15 @@ class Services:
             return await self.submit(request, caller, retry_of), True
         self.validate(request, caller)
         body = request.model_dump(mode="json") if retry_of is None else {"retry_of": retry_of}
-        held = await idempotency.claim(self.redis, self.keys, key, idempotency.fingerprint(body), caller.tenant)
+        held = await self.store.idempotency.claim(key, idempotency.fingerprint(body), caller.tenant)
         if held.batch_id is not None:
             return held.batch_id, False
         try:
             batch_id = await self.submit(request, caller, retry_of, idempotency_key=held.name)
         except BaseException:
-            await idempotency.release(self.redis, held)
+            await self.store.idempotency.release(held)
             raise
-        await idempotency.complete(self.redis, held, self.keys.batch(batch_id), batch_id, self.store.live_ms)
+        await self.store.idempotency.complete(held, batch_id)
         return batch_id, True
 
     async def retry(self, batch_id: str, caller: Caller = ANYONE, key: str | None = None) -> tuple[str, bool]:
@@ -177,11 +179,11 @@ class Services:
 
     async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
         """A page of the document that fits the batch's byte budget: no more items than the budget holds."""
-        max_bytes, deadline, status = await self.store.page_facts(batch_id)
+        max_bytes, deadline, status = await self.store.reads.page_facts(batch_id)
         if deadline is not None and deadline <= time.time() and status not in TERMINAL_BATCH:
-            await self.store.expire(batch_id)  # workers apply deadlines within a second; this covers no workers
+            await self.store.leases.expire(batch_id)  # workers apply deadlines within a second; this covers no workers
         page = budget.most_items(max_bytes) if limit is None else min(limit, budget.most_items(max_bytes))
-        document = await self.store.document(batch_id, offset, page)
+        document = await self.store.reads.document(batch_id, offset, page)
         items, removed = budget.fit([item.model_dump(mode="json") for item in document.results], max_bytes)
         document.results = [ItemResult.model_validate(item) for item in items]
         document.truncated, document.truncated_bytes = removed > 0, removed

@@ -271,8 +271,8 @@ async def call_tools(request: Request, services: ServicesDep, caller: CallerDep)
     except InvalidBatch as exc:
         return _invalid_request(exc.problems)
     waited = services.settings.sync_wait_seconds
-    await services.store.wait(batch_id, waited)
-    document = await services.store.document(batch_id)
+    await services.store.reads.wait(batch_id, waited)
+    document = await services.store.reads.document(batch_id)
     if document.status not in TERMINAL_BATCH:
         return _timed_out(batch_id, waited)
     results = [to_result(item) for item in document.results]

@@ -145,7 +145,7 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
         submitted = await submit_batch(calls, mode, on_error, max_concurrency, read_only)
         with _tool_errors():
             svc = services()
-            await svc.store.wait(submitted.id, min(wait_seconds, sync_wait))
+            await svc.store.reads.wait(submitted.id, min(wait_seconds, sync_wait))
             return await svc.document(submitted.id)
 
     async def get_batch(
@@ -160,7 +160,7 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
             svc = services()
             await svc.owned(batch_id, current_caller.get())
             if wait_seconds > 0:
-                await svc.store.wait(batch_id, min(wait_seconds, max_wait))
+                await svc.store.reads.wait(batch_id, min(wait_seconds, max_wait))
             return await svc.document(batch_id, offset, limit)
 
     async def list_servers() -> list[ServerInfo]:

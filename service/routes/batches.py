@@ -139,7 +139,7 @@ async def get_batch(
 ) -> BatchDocument:
     """The document with one page of `results`, fitted to the batch's `response_max_bytes`."""
     if wait > 0:
-        await services.store.wait(batch_id, min(wait, services.settings.max_wait_seconds))
+        await services.store.reads.wait(batch_id, min(wait, services.settings.max_wait_seconds))
     return await services.document(batch_id, offset, limit)
 
 
@@ -164,7 +164,7 @@ async def get_item(
     cursor: Annotated[str | None, Query(pattern=r"^\d+\.\d+$", description="`next_cursor` of the last page.")] = None,
 ) -> ItemPage:
     """The stored item; when its content is larger than one response, a page of it and `next_cursor`."""
-    item = await services.store.item(batch_id, item_id)
+    item = await services.store.reads.item(batch_id, item_id)
     page_bytes = services.settings.response_max_bytes
     if cursor is None and budget.size(item.model_dump(mode="json")) <= page_bytes:
         return ItemPage.model_validate(item.model_dump())
@@ -195,10 +195,10 @@ async def stream_results(
         detail = [{"loc": ["query", "status"], "msg": "a comma-separated list of item statuses", "type": "enum"}]
         return JSONResponse({"detail": detail}, status_code=422)
     store = services.store
-    end = await store.finished_count(batch_id)  # a snapshot: the cursor covers exactly what is streamed
+    end = await store.reads.finished_count(batch_id)  # a snapshot: the cursor covers exactly what is streamed
 
     async def lines() -> AsyncIterator[bytes]:
-        async for chunk in store.finished_since(batch_id, after, end=end):
+        async for chunk in store.reads.finished_since(batch_id, after, end=end):
             for item in chunk:
                 if wanted is None or item.status in wanted:
                     yield json.dumps(item.model_dump(mode="json"), ensure_ascii=False).encode() + b"\n"

@@ -45,7 +45,7 @@ async def test_status_shows_a_live_worker_and_the_backends_and_exits_0(
     out = capsys.readouterr().out
     assert code == 0, out
     assert "workers    1 alive, 0 stale" in out
-    row = next(line.split() for line in out.splitlines() if service.worker.ctx["worker_id"] in line)
+    row = next(line.split() for line in out.splitlines() if service.worker.ctx["state"].worker_id in line)
     assert row[-1] == "alive"
     assert "queue      0 shard jobs queued or running" in out
     assert "leases     0 shard job leases held, 0 lapsed" in out

@@ -128,7 +128,7 @@ async def test_a_worker_logs_json_lines_with_the_batch_and_item_they_belong_to(
     assert ready["worker"] == worker and ready["level"] == "INFO"
     # the frozen backend is replaced while the second item waits for it: that line names the item
     (reopen,) = [line for line in records if "does not answer a ping" in line["message"]]
-    assert reopen["logger"] == "worker.calls" and reopen["level"] == "WARNING"
+    assert reopen["logger"] == "worker.sessions" and reopen["level"] == "WARNING"
     assert {k: reopen[k] for k in ("batch_id", "job", "item_id", "index", "server", "worker")} == {
         "batch_id": batch_id,
         "job": f"{batch_id}:0:0",

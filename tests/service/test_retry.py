@@ -13,7 +13,8 @@ import redis.asyncio as aioredis
 from mcp_batch import shards
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchRequest
-from mcp_batch.store.batches import Store, new_batch_id
+from mcp_batch.store import Store
+from mcp_batch.store.submits import new_batch_id
 from service.application.retry import retry_request
 from tests.support import by_id, finished, run_batch, submit
 
@@ -134,18 +135,20 @@ async def test_retry_of_ten_thousand_items_picks_the_ones_that_did_not_succeed(r
     store = Store(redis, Keys(), 3600)
     batch_id = new_batch_id()
     job = shards.job_id(batch_id, 0)
-    await store.create(many(10_000), 16, batch_id=batch_id, jobs=[job])
+    await store.submits.create(many(10_000), 16, batch_id=batch_id, jobs=[job])
     statuses = {3: "error", 5: "skipped", 7: "timeout"}  # by index % 10; the rest ok
     for _ in range(10):
-        claims = await asyncio.gather(*(store.advance(batch_id, job, None, want_next=True) for _ in range(1_000)))
+        claims = await asyncio.gather(
+            *(store.claims.advance(batch_id, job, None, want_next=True) for _ in range(1_000))
+        )
         await asyncio.gather(
             *(
-                store.advance(batch_id, job, (c, {"status": statuses.get(c.index % 10, "ok")}), want_next=False)
+                store.claims.advance(batch_id, job, (c, {"status": statuses.get(c.index % 10, "ok")}), want_next=False)
                 for c in claims
                 if c is not None
             )
         )
-    assert (await store.status(batch_id)) == "completed"
+    assert (await store.reads.status(batch_id)) == "completed"
     request = await retry_request(store, batch_id)
     assert [c.id for c in request.calls] == [f"c{i}" for i in range(10_000) if i % 10 in statuses]
     assert request.calls[0].arguments == {"i": 3} and request.max_concurrency == 16

@@ -74,7 +74,7 @@ async def test_a_worker_whose_metrics_ports_are_all_taken_runs_without_them(capl
 
 async def test_metrics_port_zero_serves_nothing(settings: Settings) -> None:
     async with running_worker(settings) as worker:
-        assert worker.ctx["metrics"].port is None
+        assert worker.ctx["state"].metrics.port is None
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ async def test_retries_are_counted_by_server_and_reason(settings: Settings, fres
         document = await run_batch(client, [{"server": "flaky", "tool": "stamp"}])
         assert document["results"][0]["attempts"] == 2
         assert service.worker is not None
-        text = await scrape(service.worker.ctx["metrics"].port)
+        text = await scrape(service.worker.ctx["state"].metrics.port)
     assert metric(text, "mcp_batch_retries_total", server="flaky", reason="http_5xx") == 1
     assert metric(text, "mcp_batch_call_seconds_count", server="flaky") == 2  # each attempt is timed
 
@@ -122,7 +122,7 @@ async def test_a_take_over_is_counted_by_the_worker_that_made_it(
         rescuer = settings.model_copy(update={"worker_metrics_port": free_port()})
         async with running_worker(rescuer) as worker:
             document = await finished(api, batch_id)
-            text = await scrape(worker.ctx["metrics"].port)
+            text = await scrape(worker.ctx["state"].metrics.port)
     assert document["status"] == "completed"
     assert metric(text, "mcp_batch_takeovers_total") == 1
 

@@ -10,7 +10,8 @@ from mcp_batch import shards
 from mcp_batch.errors import BatchAlreadyFinished
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchRequest
-from mcp_batch.store.batches import Store, new_batch_id
+from mcp_batch.store import Store
+from mcp_batch.store.submits import new_batch_id
 
 
 def batch(n: int, **options: object) -> BatchRequest:
@@ -26,29 +27,29 @@ async def create(store: Store, request: BatchRequest, jobs: int = 1) -> tuple[st
     """A stored batch and its leased shard jobs (as the API makes them)."""
     batch_id = new_batch_id()
     names = [shards.job_id(batch_id, shard) for shard in range(jobs)]
-    await store.create(request, 4, batch_id=batch_id, jobs=names)
+    await store.submits.create(request, 4, batch_id=batch_id, jobs=names)
     return batch_id, names
 
 
 async def test_claims_come_in_order_with_their_call_specs(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(2))
-    first = await store.advance(batch_id, job, None, want_next=True)
-    second = await store.advance(batch_id, job, None, want_next=True)
+    first = await store.claims.advance(batch_id, job, None, want_next=True)
+    second = await store.claims.advance(batch_id, job, None, want_next=True)
     assert first is not None and second is not None
     assert (first.index, first.id, first.arguments) == (0, "c0", {"i": 0})
     assert second.index == 1
-    assert await store.advance(batch_id, job, None, want_next=True) is None
+    assert await store.claims.advance(batch_id, job, None, want_next=True) is None
 
 
 async def test_a_result_is_counted_once_even_if_stored_twice(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(2))
-    claim = await store.advance(batch_id, job, None, want_next=True)
+    claim = await store.claims.advance(batch_id, job, None, want_next=True)
     assert claim is not None
-    await store.advance(batch_id, job, (claim, record("error")), want_next=False)
-    await store.advance(batch_id, job, (claim, record("ok")), want_next=False)
-    document = await store.document(batch_id)
+    await store.claims.advance(batch_id, job, (claim, record("error")), want_next=False)
+    await store.claims.advance(batch_id, job, (claim, record("ok")), want_next=False)
+    document = await store.reads.document(batch_id)
     assert document.counts.failed == 1 and document.counts.succeeded == 0
     assert document.results[0].status == "error"
     assert document.results[1].status == "pending" and document.status == "running"
@@ -57,26 +58,28 @@ async def test_a_result_is_counted_once_even_if_stored_twice(redis: aioredis.Red
 async def test_the_last_result_completes_the_batch(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(1))
-    claim = await store.advance(batch_id, job, None, want_next=True)
+    claim = await store.claims.advance(batch_id, job, None, want_next=True)
     assert claim is not None
-    assert (await store.document(batch_id)).results[0].status == "running"
-    assert await store.advance(batch_id, job, (claim, record("ok")), want_next=True) is None
-    document = await store.document(batch_id)
+    assert (await store.reads.document(batch_id)).results[0].status == "running"
+    assert await store.claims.advance(batch_id, job, (claim, record("ok")), want_next=True) is None
+    document = await store.reads.document(batch_id)
     assert document.status == "completed" and document.ok and document.finished_at
 
 
 async def test_a_stopped_batch_completes_when_its_running_items_finish(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(5, on_error="stop"))
-    a = await store.advance(batch_id, job, None, want_next=True)
-    b = await store.advance(batch_id, job, None, want_next=True)
+    a = await store.claims.advance(batch_id, job, None, want_next=True)
+    b = await store.claims.advance(batch_id, job, None, want_next=True)
     assert a is not None and b is not None
-    assert await store.advance(batch_id, job, (a, record("error")), want_next=True) is None  # stop: no new claims
-    document = await store.document(batch_id)
+    assert (
+        await store.claims.advance(batch_id, job, (a, record("error")), want_next=True) is None
+    )  # stop: no new claims
+    document = await store.reads.document(batch_id)
     assert document.status == "running" and document.stopped_at == 0
     assert document.counts.skipped == 3 and document.counts.running == 1
-    await store.advance(batch_id, job, (b, record("ok")), want_next=True)
-    document = await store.document(batch_id)
+    await store.claims.advance(batch_id, job, (b, record("ok")), want_next=True)
+    document = await store.reads.document(batch_id)
     assert document.status == "completed"
     assert [r.status for r in document.results] == ["error", "ok", "skipped", "skipped", "skipped"]
 
@@ -84,10 +87,10 @@ async def test_a_stopped_batch_completes_when_its_running_items_finish(redis: ai
 async def test_a_failed_create_leaves_nothing(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, jobs = await create(store, batch(3, deadline_seconds=60))
-    await store.delete(batch_id, jobs)
+    await store.submits.delete(batch_id, jobs)
     counters = {Keys().unfinished.encode(), Keys().tenant_unfinished("default").encode()}
     assert set(await redis.keys("*")) == counters  # what is left: the counters, back at zero
-    assert await store.unfinished_items() == 0 and await store.unfinished_items("default") == 0
+    assert await store.submits.unfinished_items() == 0 and await store.submits.unfinished_items("default") == 0
 
 
 async def lapse(redis: aioredis.Redis, job: str) -> None:
@@ -98,25 +101,25 @@ async def lapse(redis: aioredis.Redis, job: str) -> None:
 async def test_a_lapsed_job_hands_its_in_flight_items_to_one_replacement(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(4))
-    a = await store.advance(batch_id, job, None, want_next=True)
-    b = await store.advance(batch_id, job, None, want_next=True)
+    a = await store.claims.advance(batch_id, job, None, want_next=True)
+    b = await store.claims.advance(batch_id, job, None, want_next=True)
     assert a is not None and b is not None
-    await store.advance(batch_id, job, (a, record("ok")), want_next=False)
+    await store.claims.advance(batch_id, job, (a, record("ok")), want_next=False)
     new_job = shards.job_id(batch_id, 0, 1)
-    assert await store.take_over(batch_id, job, new_job) == "alive"  # its lease has not lapsed
+    assert await store.leases.take_over(batch_id, job, new_job) == "alive"  # its lease has not lapsed
     await lapse(redis, job)
-    assert await store.take_over(batch_id, job, new_job) == "replaced"
-    assert await store.take_over(batch_id, job, new_job) == "gone"  # exactly one replacement
-    assert not await store.renew(batch_id, job)  # the old job is fenced off
-    assert await store.advance(batch_id, job, None, want_next=True) is None
-    recovered = await store.advance(batch_id, new_job, None, want_next=True)
+    assert await store.leases.take_over(batch_id, job, new_job) == "replaced"
+    assert await store.leases.take_over(batch_id, job, new_job) == "gone"  # exactly one replacement
+    assert not await store.leases.renew(batch_id, job)  # the old job is fenced off
+    assert await store.claims.advance(batch_id, job, None, want_next=True) is None
+    recovered = await store.claims.advance(batch_id, new_job, None, want_next=True)
     assert recovered is not None and recovered.index == b.index and recovered.recovered
-    fresh = await store.advance(batch_id, new_job, None, want_next=True)
+    fresh = await store.claims.advance(batch_id, new_job, None, want_next=True)
     assert fresh is not None and fresh.index == 2 and not fresh.recovered
     # The old worker was only slow: its late result still counts, once, and the re-run's is dropped.
-    await store.advance(batch_id, job, (b, record("ok")), want_next=False)
-    await store.advance(batch_id, new_job, (recovered, record("error")), want_next=False)
-    document = await store.document(batch_id)
+    await store.claims.advance(batch_id, job, (b, record("ok")), want_next=False)
+    await store.claims.advance(batch_id, new_job, (recovered, record("error")), want_next=False)
+    document = await store.reads.document(batch_id)
     assert document.results[1].status == "ok" and document.counts.succeeded == 2
 
 
@@ -125,21 +128,21 @@ async def test_a_queued_job_whose_lease_lapses_keeps_it(redis: aioredis.Redis) -
     batch_id, (job,) = await create(store, batch(2))
     await redis.zadd(Keys().queue, {job: 1})  # waiting in arq's queue, not in progress
     await lapse(redis, job)
-    assert await store.take_over(batch_id, job, shards.job_id(batch_id, 0, 1)) == "queued"
-    assert await store.lapsed_jobs() == []
+    assert await store.leases.take_over(batch_id, job, shards.job_id(batch_id, 0, 1)) == "queued"
+    assert await store.leases.lapsed_jobs() == []
 
 
 async def test_a_graceful_hand_back_marks_what_never_reached_the_backend(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(3))
-    a = await store.advance(batch_id, job, None, want_next=True)
-    b = await store.advance(batch_id, job, None, want_next=True)
+    a = await store.claims.advance(batch_id, job, None, want_next=True)
+    b = await store.claims.advance(batch_id, job, None, want_next=True)
     assert a is not None and b is not None
     new_job = shards.job_id(batch_id, 0, 1)
-    outcome = await store.take_over(batch_id, job, new_job, force=True, never_dispatched=[b.index])
+    outcome = await store.leases.take_over(batch_id, job, new_job, force=True, never_dispatched=[b.index])
     assert outcome == "replaced"
-    first = await store.advance(batch_id, new_job, None, want_next=True)
-    second = await store.advance(batch_id, new_job, None, want_next=True)
+    first = await store.claims.advance(batch_id, new_job, None, want_next=True)
+    second = await store.claims.advance(batch_id, new_job, None, want_next=True)
     assert first is not None and second is not None
     assert (first.index, first.recovered, second.index, second.recovered) == (0, True, 1, False)
 
@@ -147,90 +150,90 @@ async def test_a_graceful_hand_back_marks_what_never_reached_the_backend(redis: 
 async def test_cancel_ends_the_batch_once_nothing_is_in_flight(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(4))
-    a = await store.advance(batch_id, job, None, want_next=True)
+    a = await store.claims.advance(batch_id, job, None, want_next=True)
     assert a is not None
-    assert (await store.cancel(batch_id)).outcome == "cancelling"
-    assert await store.advance(batch_id, job, None, want_next=True) is None  # nothing new starts
-    document = await store.document(batch_id)
+    assert (await store.leases.cancel(batch_id)).outcome == "cancelling"
+    assert await store.claims.advance(batch_id, job, None, want_next=True) is None  # nothing new starts
+    document = await store.reads.document(batch_id)
     assert document.status == "cancelling" and document.counts.cancelled == 3 and document.counts.running == 1
-    await store.advance(batch_id, job, (a, record("ok")), want_next=True)
-    document = await store.document(batch_id)
+    await store.claims.advance(batch_id, job, (a, record("ok")), want_next=True)
+    document = await store.reads.document(batch_id)
     assert document.status == "cancelled" and not document.ok
     assert [r.status for r in document.results] == ["ok", "cancelled", "cancelled", "cancelled"]
     with pytest.raises(BatchAlreadyFinished) as finished:
-        await store.cancel(batch_id)
+        await store.leases.cancel(batch_id)
     assert finished.value.status == "cancelled"
-    assert await store.unfinished_items() == 0
+    assert await store.submits.unfinished_items() == 0
 
 
 async def test_a_passed_deadline_expires_what_has_not_run(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(3, deadline_seconds=60))
-    a = await store.advance(batch_id, job, None, want_next=True)
+    a = await store.claims.advance(batch_id, job, None, want_next=True)
     assert a is not None
-    assert await store.expire(batch_id) == "early"
+    assert await store.leases.expire(batch_id) == "early"
     await redis.hset(Keys().batch(batch_id), "deadline_at", "1")  # the deadline is now long past
-    assert await store.expire(batch_id) == "expiring"  # a call is in flight: its worker cuts it
-    await store.advance(batch_id, job, (a, record("expired")), want_next=True)
-    document = await store.document(batch_id)
+    assert await store.leases.expire(batch_id) == "expiring"  # a call is in flight: its worker cuts it
+    await store.claims.advance(batch_id, job, (a, record("expired")), want_next=True)
+    document = await store.reads.document(batch_id)
     assert document.status == "expired" and [r.status for r in document.results] == ["expired"] * 3
     assert document.counts.expired == 3 and document.counts.failed == 0
-    assert await store.due_deadlines() == []
+    assert await store.leases.due_deadlines() == []
 
 
 async def test_a_finished_batch_lives_its_own_retention(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(1, retention_seconds=5))
     assert await redis.pttl(Keys().batch(batch_id)) > 3600_000  # alive while unfinished
-    a = await store.advance(batch_id, job, None, want_next=True)
+    a = await store.claims.advance(batch_id, job, None, want_next=True)
     assert a is not None
-    await store.advance(batch_id, job, (a, record("ok")), want_next=True)
-    await store.renew(batch_id, job)  # a last renewal after the end must not extend it
+    await store.claims.advance(batch_id, job, (a, record("ok")), want_next=True)
+    await store.leases.renew(batch_id, job)  # a last renewal after the end must not extend it
     for key in Keys().batch_keys(batch_id):
         ttl = await redis.pttl(key)
         assert ttl == -2 or 0 < ttl <= 5000, key  # -2: the key does not exist (no failures, nothing in flight)
-    assert (await store.document(batch_id)).retention_seconds == 5
+    assert (await store.reads.document(batch_id)).retention_seconds == 5
 
 
 async def test_the_unfinished_count_follows_items_and_ends(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(3, on_error="stop"))
-    assert await store.unfinished_items() == 3
-    a = await store.advance(batch_id, job, None, want_next=True)
+    assert await store.submits.unfinished_items() == 3
+    a = await store.claims.advance(batch_id, job, None, want_next=True)
     assert a is not None
-    await store.advance(batch_id, job, (a, record("error")), want_next=True)  # stops: the other two never run
-    assert await store.unfinished_items() == 0
+    await store.claims.advance(batch_id, job, (a, record("error")), want_next=True)  # stops: the other two never run
+    assert await store.submits.unfinished_items() == 0
 
 
 async def test_a_claim_lost_with_its_reply_is_run_by_a_replacement_when_the_job_ends(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(3))
-    a = await store.advance(batch_id, job, None, want_next=True)
-    lost = await store.advance(batch_id, job, None, want_next=True)  # Redis claimed it; the reply never arrived
+    a = await store.claims.advance(batch_id, job, None, want_next=True)
+    lost = await store.claims.advance(batch_id, job, None, want_next=True)  # Redis claimed it; the reply never arrived
     assert a is not None and lost is not None
-    c = await store.advance(batch_id, job, (a, record("ok")), want_next=True)
+    c = await store.claims.advance(batch_id, job, (a, record("ok")), want_next=True)
     assert c is not None
-    assert await store.advance(batch_id, job, (c, record("ok")), want_next=True) is None  # nothing left to claim
-    assert await store.release(batch_id, job) == "replaced"
+    assert await store.claims.advance(batch_id, job, (c, record("ok")), want_next=True) is None  # nothing left to claim
+    assert await store.leases.release(batch_id, job) == "replaced"
     new_job = shards.job_id(batch_id, 0, 1)
-    again = await store.advance(batch_id, new_job, None, want_next=True)
+    again = await store.claims.advance(batch_id, new_job, None, want_next=True)
     assert again is not None and again.index == lost.index and not again.recovered  # it never reached a backend
-    await store.advance(batch_id, new_job, (again, record("ok")), want_next=True)
-    assert await store.release(batch_id, new_job) == "done"
-    assert (await store.document(batch_id)).status == "completed"
+    await store.claims.advance(batch_id, new_job, (again, record("ok")), want_next=True)
+    assert await store.leases.release(batch_id, new_job) == "done"
+    assert (await store.reads.document(batch_id)).status == "completed"
 
 
 async def test_a_job_that_ends_holding_nothing_just_drops_its_lease(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job, other) = await create(store, batch(2), jobs=2)
-    a = await store.advance(batch_id, job, None, want_next=True)
+    a = await store.claims.advance(batch_id, job, None, want_next=True)
     assert a is not None
-    await store.advance(batch_id, job, (a, record("ok")), want_next=False)
-    assert await store.release(batch_id, job) == "released"
+    await store.claims.advance(batch_id, job, (a, record("ok")), want_next=False)
+    assert await store.leases.release(batch_id, job) == "released"
     assert await redis.zscore(Keys().jobs, job) is None and await redis.zscore(Keys().jobs, other) is not None
 
 
 async def test_a_document_without_a_page_reads_no_calls(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, _ = await create(store, batch(3))
-    assert (await store.document(batch_id, 0, 0)).results == []
+    assert (await store.reads.document(batch_id, 0, 0)).results == []

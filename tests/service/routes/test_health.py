@@ -59,7 +59,7 @@ async def test_a_worker_silent_past_the_window_does_not_make_the_service_ready(
 async def test_an_idle_worker_beats_every_second(settings: Settings, redis: aioredis.Redis) -> None:
     assert settings.worker_idle_poll_seconds == 30  # the queue poll waits this long; the heartbeat does not
     async with running_worker(settings) as worker:
-        member = worker.ctx["worker_id"]
+        member = worker.ctx["state"].worker_id
         first = await redis.zscore(Keys().workers, member)
         async with asyncio.timeout(5):
             while await redis.zscore(Keys().workers, member) == first:  # noqa: ASYNC110 - the beat is only in Redis

@@ -45,7 +45,7 @@ def label_values(text: str) -> set[str]:
 
 async def scrape_worker(service: ServiceHandle) -> str:
     assert service.worker is not None
-    port = service.worker.ctx["metrics"].port
+    port = service.worker.ctx["state"].metrics.port
     async with httpx.AsyncClient() as http:
         response = await http.get(f"http://127.0.0.1:{port}/metrics")
     assert response.status_code == 200

@@ -1,0 +1,102 @@
+"""The item record: what a worker stores for one finished item, built here and nowhere else.
+
+A record is a typed dict, not a model: it is built once per item on the worker's hot path, stored as JSON, and read
+back by the document's assembly, which adds the call's index, id, server and tool (`ItemResult`). Fields left out
+mean "not applicable" (no content for an item that never ran).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any, NotRequired, TypedDict
+
+from .models import ItemStatus
+
+
+class ErrorInfo(TypedDict):
+    """Why an item did not succeed; `details` never holds argument values."""
+
+    code: str
+    message: str
+    type: str
+    details: dict[str, Any] | None
+
+
+class ItemRecord(TypedDict):
+    """One finished item, as stored (`ItemResult` less the call's own fields)."""
+
+    status: str
+    started_at: str | None
+    finished_at: str | None
+    worker: NotRequired[str]
+    error: NotRequired[ErrorInfo | None]
+    content: NotRequired[list[dict[str, Any]]]
+    structured_content: NotRequired[Any]
+    is_error: NotRequired[bool]
+    elapsed_seconds: NotRequired[float]
+    attempts: NotRequired[int]
+    rate_wait_seconds: NotRequired[float]
+    recovered: NotRequired[bool]
+    queued_seconds: NotRequired[float]
+    stored_truncated: NotRequired[bool]
+    stored_truncated_bytes: NotRequired[int]
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 in UTC (None stays None)."""
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+def error_info(code: str, message: str, type_: str, **details: Any) -> ErrorInfo:
+    """An item's error; `details` are extra facts (never argument values), None when there are none."""
+    return {"code": code, "message": message, "type": type_, "details": details or None}
+
+
+def record(
+    status: ItemStatus,
+    *,
+    started: float | None = None,
+    finished: float | None = None,
+    worker: str | None = None,
+    error: ErrorInfo | None = None,
+    content: list[dict[str, Any]] | None = None,
+    structured_content: Any = None,
+    is_error: bool | None = None,
+    elapsed_seconds: float | None = None,
+    attempts: int | None = None,
+    rate_wait_seconds: float | None = None,
+    recovered: bool = False,
+) -> ItemRecord:
+    """The record of an item that ended with `status`. `started`/`finished` (epoch seconds) default to now: an item
+    that never reached its backend started and finished at once. Fields left None are left out."""
+    now = time.time()
+    built: ItemRecord = {
+        "status": status.value,
+        "started_at": iso(now if started is None else started),
+        "finished_at": iso(now if finished is None else finished),
+    }
+    if worker is not None:
+        built["worker"] = worker
+    if error is not None:
+        built["error"] = error
+    if content is not None:
+        built["content"] = content
+        built["structured_content"] = structured_content
+    if is_error is not None:
+        built["is_error"] = is_error
+    if elapsed_seconds is not None:
+        built["elapsed_seconds"] = elapsed_seconds
+    if attempts is not None:
+        built["attempts"] = attempts
+    if rate_wait_seconds is not None:
+        built["rate_wait_seconds"] = rate_wait_seconds
+    if recovered:
+        built["recovered"] = True
+    return built
+
+
+def dump(item: ItemRecord) -> str:
+    """The record as stored: compact JSON."""
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,192 @@
+"""The batch hash and the call specs as Python sees them: the one place (with the Lua scripts) that knows their
+fields. Every other module gets a `BatchRow`, a `BatchMeta` or a `Spec`, never a raw hash."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from mcp_batch.models import (
+    BackendLimits,
+    BatchRequest,
+    BatchStatus,
+    Call,
+    ItemStatus,
+    Mode,
+    OnError,
+    WebhookState,
+    WebhookStatus,
+)
+from mcp_batch.tenants import DEFAULT_TENANT
+
+# The fields a worker needs to schedule a batch (one HMGET, not the whole hash).
+META_FIELDS = ["mode", "max_concurrency", "status", "read_only", "created_at", "shards", "deadline_at", "tenant"]
+META_FIELDS += ["rate_share"]
+LIMITS = TypeAdapter(dict[str, BackendLimits])  # the `limits` field: JSON, as the document shows it
+LIST_FIELDS = ["status", "total", "finished", "created_at", "finished_at", "retry_of"]
+
+
+@dataclass(frozen=True)
+class BatchMeta:
+    """What a worker needs to schedule a batch."""
+
+    mode: Mode
+    max_concurrency: int
+    status: BatchStatus
+    read_only: bool
+    created_at: float
+    shards: int
+    deadline_at: float | None
+    tenant: str = DEFAULT_TENANT
+    rate_share: float | None = None
+
+
+def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
+    """From an HMGET of META_FIELDS; None when the batch is gone."""
+    if raw[0] is None:
+        return None
+    text = [None if v is None else v.decode() for v in raw]
+    mode, concurrency, status, read_only, created, shards, deadline, tenant, share = text
+    return BatchMeta(
+        Mode(mode or Mode.concurrent),
+        int(concurrency or 1),
+        BatchStatus(status or BatchStatus.queued),
+        read_only == "1",
+        float(created or 0),
+        int(shards or 1),
+        None if deadline is None else float(deadline),
+        tenant or DEFAULT_TENANT,
+        None if share is None else float(share),
+    )
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """The whole batch hash, typed."""
+
+    status: BatchStatus
+    mode: Mode
+    on_error: OnError
+    max_concurrency: int
+    total: int
+    claimed: int
+    finished: int
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    deadline_at: float | None
+    limits: str  # JSON: {server: BackendLimits}
+    read_only: bool
+    response_max_bytes: int
+    retention: int
+    tenant: str
+    retry_of: str | None
+    halt: str | None  # why nothing more is claimed: stop, cancel or expire
+    stopped_at: int | None
+    counts: dict[ItemStatus, int]  # finished items by status
+    webhook: WebhookState | None
+
+
+def _float(value: str | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
+    """From an HGETALL of the batch hash; None when the batch is gone."""
+    if not raw:
+        return None
+    m = {k.decode(): v.decode() for k, v in raw.items()}
+    webhook = None
+    if "webhook_url" in m:
+        status = WebhookStatus(m.get("webhook_status", WebhookStatus.pending.value))
+        webhook = WebhookState(status=status, attempts=int(m.get("webhook_attempts", 0)))
+    return BatchRow(
+        status=BatchStatus(m["status"]),
+        mode=Mode(m["mode"]),
+        on_error=OnError(m["on_error"]),
+        max_concurrency=int(m["max_concurrency"]),
+        total=int(m["total"]),
+        claimed=int(m["claimed"]),
+        finished=int(m["finished"]),
+        created_at=float(m["created_at"]),
+        started_at=_float(m.get("started_at")),
+        finished_at=_float(m.get("finished_at")),
+        deadline_at=_float(m.get("deadline_at")),
+        limits=m.get("limits", "{}"),
+        read_only=m.get("read_only", "1") == "1",
+        response_max_bytes=int(m.get("response_max_bytes", 300_000)),
+        retention=int(m.get("retention", 86_400)),
+        tenant=m.get("tenant", DEFAULT_TENANT),
+        retry_of=m.get("retry_of"),
+        halt=m.get("halt"),
+        stopped_at=int(m["stopped_at"]) if "stopped_at" in m else None,
+        counts={s: int(m.get(f"n:{s.value}", 0)) for s in ItemStatus},
+        webhook=webhook,
+    )
+
+
+def new_row(
+    request: BatchRequest,
+    *,
+    now: float,
+    max_concurrency: int,
+    shards: int,
+    limits: str,
+    response_max_bytes: int,
+    retention: int,
+    tenant: str,
+    tenant_unfinished: str,
+    rate_share: float | None,
+    links: Mapping[str, str | None],
+) -> dict[str, Any]:
+    """The hash of a batch just submitted. `links` (retry_of, idempotency_key, webhook_url) are written when set."""
+    fields: dict[str, Any] = {
+        "status": BatchStatus.queued.value,
+        "mode": request.mode.value,
+        "on_error": request.on_error.value,
+        "max_concurrency": max_concurrency,
+        "shards": shards,
+        "total": len(request.calls),
+        "claimed": 0,
+        "finished": 0,
+        "created_at": repr(now),
+        "limits": limits,
+        "read_only": int(request.read_only),
+        "response_max_bytes": response_max_bytes,
+        "retention": retention,
+        "tenant": tenant,
+        "tenant_unfinished": tenant_unfinished,  # the script that ends the batch releases the tenant's count
+    }
+    if rate_share is not None:
+        fields["rate_share"] = repr(rate_share)
+    if request.deadline_seconds is not None:
+        fields["deadline_at"] = repr(now + request.deadline_seconds)
+    return fields | {name: value for name, value in links.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One stored call: what it calls, with what."""
+
+    id: str
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    timeout_seconds: float | None = None
+
+
+def dump_spec(index: int, call: Call) -> str:
+    spec: dict[str, Any] = {"id": call.id or str(index), "server": call.server, "tool": call.tool}
+    spec["arguments"] = call.arguments
+    if call.timeout_seconds is not None:
+        spec["timeout_seconds"] = call.timeout_seconds
+    return json.dumps(spec)
+
+
+def load_spec(raw: bytes | str) -> Spec:
+    spec = json.loads(raw)
+    return Spec(spec["id"], spec["server"], spec["tool"], spec["arguments"], spec.get("timeout_seconds"))

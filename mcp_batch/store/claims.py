@@ -1,0 +1,120 @@
+"""Finishing an item and claiming the next, in one round trip: the worker's hot path through Redis.
+
+Items are claimed through a cursor (`claimed`) rather than a list of pending indexes, so a batch of any size costs
+O(1) to queue; finishing and claiming are one Lua script (scripts.ADVANCE), so a result is counted exactly once.
+Each claimed item is noted against the shard job that holds it, so a job whose lease lapses (its worker died) can
+hand exactly its in-flight items to a replacement. Calls made in the same event-loop turn (lanes finishing
+together) share one pipelined round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
+
+from mcp_batch.keys import Keys
+from mcp_batch.models import FAILED_ITEM, ItemStatus
+from mcp_batch.ops.outage import with_redis_retry
+from mcp_batch.records import ItemRecord, dump
+from mcp_batch.store import scripts
+from mcp_batch.store.batch_row import load_spec
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An item handed to a worker: its index and its call spec."""
+
+    index: int
+    id: str
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    timeout_seconds: float | None = None  # the call's own timeout, when it set one
+    recovered: bool = False  # taken over from a stopped worker, possibly after it reached the backend
+
+
+class Claims:
+    """The finish-and-claim script, coalesced per event-loop turn."""
+
+    def __init__(self, redis: Redis, keys: Keys, live_ms: int, outage_seconds: float) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.live_ms = live_ms
+        self.outage_seconds = outage_seconds  # how long advance() waits out a Redis outage before failing
+        self._advance = redis.register_script(scripts.ADVANCE)
+        self._pending: list[tuple[list[str], list[Any], asyncio.Future[Any]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def advance(
+        self, batch_id: str, job: str, finished: tuple[Claim, ItemRecord] | None, want_next: bool
+    ) -> Claim | None:
+        """Record a finished item (if any) and claim the next one (if wanted and allowed), in one round trip.
+        None when there is nothing to claim: the batch is done, halted, or this job's lease was taken over."""
+        args = scripts.batch_args(self.keys, batch_id)
+        if finished is not None:
+            claim, record = finished
+            failed = ItemStatus(record["status"]) in FAILED_ITEM
+            args += [claim.index, dump(record), record["status"], claim.id, "1" if failed else "0"]
+        else:
+            args += [-1, "", "", "", "0"]
+        args += ["1" if want_next else "0", job, self.live_ms]
+        reply = await self._coalesced(scripts.batch_keys(self.keys, batch_id), args)
+        index = int(reply[0])
+        if index < 0:
+            return None
+        spec = load_spec(reply[1])
+        return Claim(
+            index,
+            spec.id,
+            spec.server,
+            spec.tool,
+            spec.arguments,
+            spec.timeout_seconds,
+            recovered=int(reply[2]) == 1,
+        )
+
+    def _coalesced(self, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append((keys, args, future))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush())
+        return future
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(0)  # one loop turn: let every lane that finished in this one join the pipeline
+        batch, self._pending, self._flusher = self._pending, [], None
+        try:
+            replies = await self._evalsha_all([(keys, args) for keys, args, _ in batch])
+        except Exception as exc:
+            replies = [exc] * len(batch)
+        for (_, _, future), reply in zip(batch, replies, strict=True):
+            if future.done():
+                continue
+            if isinstance(reply, Exception):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+
+    async def _evalsha_all(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        # While Redis is down or loading its append-only file, the finished items these calls carry exist only in
+        # the worker's memory: wait for Redis rather than drop them. Repeating a call records nothing twice (the
+        # script records a result with HSETNX). Its claim is not: a call that ran but whose reply was lost claimed
+        # an item no lane saw; it stays noted against the job, and Leases.release() hands it to a replacement.
+        return await with_redis_retry(lambda: self._evalsha_once(calls), outage=self.outage_seconds)
+
+    async def _evalsha_once(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        # EVALSHA on a plain pipeline: redis-py's Script objects make every pipeline ask SCRIPT EXISTS first.
+        for attempt in range(2):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    pipe.evalsha(self._advance.sha, len(keys), *keys, *args)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+            if attempt == 0 and any(isinstance(r, NoScriptError) for r in replies):
+                await self.redis.script_load(scripts.ADVANCE)  # a restarted or flushed Redis lost the script
+                continue
+            break
+        return replies

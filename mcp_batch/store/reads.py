@@ -1,0 +1,217 @@
+"""Reading batches: the document (one page of it), one item, finished items in finish order, what a retry needs,
+and waiting for a batch to end. An item's state is derived (see contract/document.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from mcp_batch.contract.document import render
+from mcp_batch.errors import BatchNotFound, ItemNotFound
+from mcp_batch.keys import Keys
+from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchStatus, ItemResult, ItemStatus
+from mcp_batch.store.batch_row import META_FIELDS, BatchMeta, BatchRow, Spec, load_spec, parse_meta, parse_row
+from mcp_batch.store.channels import Listener
+
+_CHUNK = 1_000  # indexes, ids or call specs per Redis command
+_RECORD_CHUNK = 100  # result records per read: a record may be large
+
+
+def _failed(raw: list[tuple[bytes, float]]) -> list[tuple[str, int]]:
+    return [(member.decode(), int(score)) for member, score in raw]
+
+
+class Reads:
+    """Everything the doors read about a batch."""
+
+    def __init__(self, redis: Redis, keys: Keys, done: Listener | None) -> None:
+        self.redis = redis
+        self.keys = keys
+        self._done = done  # the API's listener on the done channel; workers do not wait
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        raw = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "status"))
+        if raw is None:
+            raise BatchNotFound(batch_id)
+        return BatchStatus(raw.decode())
+
+    async def meta(self, batch_id: str) -> BatchMeta:
+        raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), META_FIELDS))
+        meta = parse_meta(raw)
+        if meta is None:
+            raise BatchNotFound(batch_id)
+        return meta
+
+    async def row(self, batch_id: str) -> BatchRow:
+        row = parse_row(await cast(Awaitable[dict[bytes, bytes]], self.redis.hgetall(self.keys.batch(batch_id))))
+        if row is None:
+            raise BatchNotFound(batch_id)
+        return row
+
+    async def page_facts(self, batch_id: str) -> tuple[int, float | None, BatchStatus]:
+        """What reading a page needs first: the batch's response_max_bytes, its deadline and its status."""
+        fields = ["response_max_bytes", "deadline_at", "status"]
+        raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), fields))
+        if raw[0] is None or raw[2] is None:
+            raise BatchNotFound(batch_id)
+        return int(raw[0]), None if raw[1] is None else float(raw[1]), BatchStatus(raw[2].decode())
+
+    async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
+        """Assemble the batch document, building only the results page asked for."""
+        meta_k, calls_k, results_k, failed_k = self.keys.batch_keys(batch_id)[:4]
+        end = -1 if limit is None else offset + limit - 1
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(meta_k)
+            if end < offset and limit is not None:  # limit=0: no page (LRANGE with end -1 would read them all)
+                pipe.lrange(calls_k, 1, 0)
+            else:
+                pipe.lrange(calls_k, offset, end)
+            if limit is None:
+                pipe.hgetall(results_k)
+            else:
+                pipe.hmget(results_k, list(range(offset, offset + limit)) or [0])
+            pipe.zrange(failed_k, 0, -1, withscores=True)
+            raw_meta, raw_calls, raw_results, raw_failed = await pipe.execute()
+        row = parse_row(raw_meta)
+        if row is None:
+            raise BatchNotFound(batch_id)
+        if limit is None:
+            records = {int(k): v for k, v in raw_results.items()}
+        else:
+            records = {offset + i: v for i, v in enumerate(raw_results) if v is not None}
+        return render(batch_id, row, offset, [load_spec(c) for c in raw_calls], records, _failed(raw_failed))
+
+    async def snapshot(self, batch_id: str) -> tuple[BatchDocument, int, float | None]:
+        """The document without results, how many items have finished, and the deadline, read at one instant."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(self.keys.batch(batch_id))
+            pipe.llen(self.keys.finished(batch_id))
+            raw, finished = await pipe.execute()
+        row = parse_row(raw)
+        if row is None:
+            raise BatchNotFound(batch_id)
+        return render(batch_id, row, 0, [], {}, []), finished, row.deadline_at
+
+    async def item(self, batch_id: str, item_id: str) -> ItemResult:
+        """One item, whole, by its id."""
+        raw_index = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.ids(batch_id), item_id))
+        if raw_index is None:
+            await self.status(batch_id)  # BatchNotFound when the batch itself is gone
+            raise ItemNotFound(batch_id, item_id)
+        index = int(raw_index)
+        async with self.redis.pipeline(transaction=True) as pipe:  # not document(): it reads every failed id
+            pipe.hgetall(self.keys.batch(batch_id))
+            pipe.lindex(self.keys.calls(batch_id), index)
+            pipe.hget(self.keys.results(batch_id), str(index))
+            raw_meta, spec, record = await pipe.execute()
+        row = parse_row(raw_meta)
+        if row is None or spec is None:
+            raise BatchNotFound(batch_id)
+        records = {} if record is None else {index: record}
+        return render(batch_id, row, index, [load_spec(spec)], records, []).results[0]
+
+    async def finished_since(
+        self, batch_id: str, after: int, end: int | None = None, chunk: int = 500
+    ) -> AsyncIterator[list[ItemResult]]:
+        """Finished items in finish order, after the `after`-th up to the `end`-th, in chunks; each with its `seq`."""
+        keys = self.keys
+        finished_k, results_k, calls_k = keys.finished(batch_id), keys.results(batch_id), keys.calls(batch_id)
+        if end is None:
+            end = await cast(Awaitable[int], self.redis.llen(finished_k))
+        position = after
+        while position < end:
+            stop = min(end, position + chunk) - 1
+            raw = await cast(Awaitable[list[bytes]], self.redis.lrange(finished_k, position, stop))
+            indexes = [int(i) for i in raw]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hmget(results_k, indexes)
+                for index in indexes:
+                    pipe.lindex(calls_k, index)
+                records, *specs = await pipe.execute()
+            items = []
+            for n, (index, record, raw_spec) in enumerate(zip(indexes, records, specs, strict=True)):
+                spec = load_spec(raw_spec)
+                head = {"index": index, "id": spec.id, "server": spec.server, "tool": spec.tool}
+                items.append(ItemResult.model_validate(head | json.loads(record) | {"seq": position + n + 1}))
+            position += len(indexes)
+            yield items
+
+    async def finished_count(self, batch_id: str) -> int:
+        """How many items have finished (BatchNotFound for an unknown batch)."""
+        await self.status(batch_id)
+        return await cast(Awaitable[int], self.redis.llen(self.keys.finished(batch_id)))
+
+    async def id_index(self, batch_id: str) -> dict[str, int]:
+        """Casefolded item id -> index, for resolving references."""
+        raw = await cast(Awaitable[dict[bytes, bytes]], self.redis.hgetall(self.keys.ids(batch_id)))
+        return {k.decode().casefold(): int(v) for k, v in raw.items()}
+
+    async def records(self, batch_id: str, indexes: list[int]) -> dict[int, dict[str, Any]]:
+        """The stored result records of these items (finished ones only)."""
+        raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.results(batch_id), indexes))
+        return {i: json.loads(r) for i, r in zip(indexes, raw, strict=True) if r is not None}
+
+    async def not_ok(self, batch_id: str, row: BatchRow) -> list[int]:
+        """Indexes of the items whose status is not `ok`, in order, read without loading every record.
+
+        The `failed` zset holds every failed index, the `finished` list says which items have a record at all (an
+        item without one never finished), and the row's counters say how many finished items are neither `ok` nor
+        failed (e.g. skipped); only then are records read, a chunk at a time, until all of them are found."""
+        redis, keys, total, finished = self.redis, self.keys, row.total, row.finished
+        ok = row.counts[ItemStatus.ok]
+        not_ok: set[int] = set()
+        for start in range(0, total, _CHUNK):
+            scored = await redis.zrange(keys.failed(batch_id), start, start + _CHUNK - 1, withscores=True)
+            not_ok.update(int(score) for _, score in scored)
+            if len(scored) < _CHUNK:
+                break
+        done: set[int] | range = range(total)
+        if finished < total:
+            done = set()
+            for start in range(0, finished, _CHUNK):
+                raw = await cast(
+                    Awaitable[list[bytes]], redis.lrange(keys.finished(batch_id), start, start + _CHUNK - 1)
+                )
+                done.update(int(i) for i in raw)
+        others = finished - ok - len(not_ok)  # finished, neither ok nor failed (e.g. skipped): only records tell
+        unsure = [i for i in range(total) if i in done and i not in not_ok] if others > 0 else []
+        for start in range(0, len(unsure), _RECORD_CHUNK):
+            chunk = unsure[start : start + _RECORD_CHUNK]
+            records = await cast(Awaitable[list[bytes | None]], redis.hmget(keys.results(batch_id), chunk))
+            found = {i for i, r in zip(chunk, records, strict=True) if r and json.loads(r)["status"] != ItemStatus.ok}
+            not_ok |= found
+            others -= len(found)
+            if others <= 0:
+                break
+        return [i for i in range(total) if i in not_ok or i not in done]
+
+    async def specs(self, batch_id: str, indexes: list[int]) -> list[tuple[int, Spec]]:
+        """(index, call spec) of these items."""
+        specs: list[tuple[int, Spec]] = []
+        for start in range(0, len(indexes), _CHUNK):
+            chunk = indexes[start : start + _CHUNK]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for index in chunk:
+                    pipe.lindex(self.keys.calls(batch_id), index)
+                raw = await pipe.execute()
+            if any(spec is None for spec in raw):
+                raise BatchNotFound(batch_id)  # expired while being read
+            specs.extend((index, load_spec(spec)) for index, spec in zip(chunk, raw, strict=True))
+        return specs
+
+    async def wait(self, batch_id: str, timeout: float) -> None:
+        """Return when the batch is terminal or `timeout` passes; woken by the done channel, not by polling."""
+        if self._done is None:
+            raise RuntimeError("this store has no done-channel listener")
+        with self._done.watch(batch_id) as event:
+            if await self.status(batch_id) in TERMINAL_BATCH or timeout <= 0:
+                return
+            try:
+                async with asyncio.timeout(timeout):
+                    await event.wait()
+            except TimeoutError:
+                return

@@ -1,0 +1,111 @@
+"""Storing a submitted batch (all of it or nothing), and removing one that could not be queued."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable
+from typing import cast
+
+from redis.asyncio import Redis
+
+from mcp_batch.keys import Keys
+from mcp_batch.models import BackendLimits, BatchRequest
+from mcp_batch.store.batch_row import LIMITS, dump_spec, new_row
+from mcp_batch.tenants import DEFAULT_TENANT
+
+_CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
+
+
+def new_batch_id() -> str:
+    """A fresh, unguessable batch id."""
+    return uuid.uuid4().hex
+
+
+class Submits:
+    """Creates and deletes batches, and counts the unfinished items backpressure looks at."""
+
+    def __init__(
+        self, redis: Redis, keys: Keys, retention_seconds: int, response_max_bytes: int, lease_ms: int, live_ms: int
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.retention_seconds = retention_seconds
+        self.response_max_bytes = response_max_bytes
+        self.lease_ms = lease_ms
+        self.live_ms = live_ms
+
+    async def create(
+        self,
+        request: BatchRequest,
+        max_concurrency: int,
+        limits: dict[str, BackendLimits] | None = None,
+        batch_id: str | None = None,
+        jobs: list[str] | None = None,
+        retry_of: str | None = None,
+        idempotency_key: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        rate_share: float | None = None,
+    ) -> str:
+        """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing. `jobs` are its shard jobs,
+        leased from now (a job lost before it is queued is taken over when its lease lapses)."""
+        batch_id = batch_id or new_batch_id()
+        jobs = jobs or []
+        keys = self.keys
+        meta, calls, ids_key = keys.batch(batch_id), keys.calls(batch_id), keys.ids(batch_id)
+        specs = [dump_spec(i, c) for i, c in enumerate(request.calls)]
+        now = time.time()
+        fields = new_row(
+            request,
+            now=now,
+            max_concurrency=max_concurrency,
+            shards=len(jobs) or 1,
+            limits=LIMITS.dump_json(limits or {}).decode(),
+            response_max_bytes=request.response_max_bytes or self.response_max_bytes,
+            retention=request.retention_seconds or self.retention_seconds,
+            tenant=tenant,
+            tenant_unfinished=keys.tenant_unfinished(tenant),
+            rate_share=rate_share,
+            links={"retry_of": retry_of, "idempotency_key": idempotency_key, "webhook_url": request.webhook_url},
+        )
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(meta, mapping=fields)
+            ids = [(c.id or str(i), i) for i, c in enumerate(request.calls)]
+            for start in range(0, len(specs), _CHUNK):
+                pipe.rpush(calls, *specs[start : start + _CHUNK])
+                pipe.hset(ids_key, mapping=dict(ids[start : start + _CHUNK]))
+            for key in (meta, calls, ids_key):
+                pipe.pexpire(key, self.live_ms)
+            pipe.incrby(keys.unfinished, len(specs))
+            pipe.incrby(keys.tenant_unfinished(tenant), len(specs))
+            pipe.zadd(keys.tenant_batches(tenant), {batch_id: int(now * 1_000_000)})
+            if jobs:
+                pipe.zadd(keys.jobs, dict.fromkeys(jobs, int(now * 1000) + self.lease_ms))
+            if request.deadline_seconds is not None:
+                pipe.zadd(keys.deadlines, {batch_id: int((now + request.deadline_seconds) * 1000)})
+            await pipe.execute()
+        return batch_id
+
+    async def unfinished_items(self, tenant: str | None = None) -> int:
+        """Items of unfinished batches not yet finished, across all batches or one tenant's (for backpressure)."""
+        key = self.keys.unfinished if tenant is None else self.keys.tenant_unfinished(tenant)
+        raw = await cast(Awaitable[bytes | None], self.redis.get(key))
+        return int(raw or 0)
+
+    async def delete(self, batch_id: str, jobs: list[str]) -> None:
+        """Remove a batch that could not be queued, and what it added to the shared keys."""
+        keys = self.keys
+        total, tenant = await cast(
+            Awaitable[list[bytes | None]], self.redis.hmget(keys.batch(batch_id), ["total", "tenant"])
+        )
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(*keys.batch_keys(batch_id))
+            if total is not None:
+                pipe.decrby(keys.unfinished, int(total))
+            if total is not None and tenant is not None:
+                pipe.decrby(keys.tenant_unfinished(tenant.decode()), int(total))
+                pipe.zrem(keys.tenant_batches(tenant.decode()), batch_id)
+            if jobs:
+                pipe.zrem(keys.jobs, *jobs)
+            pipe.zrem(keys.deadlines, batch_id)
+            await pipe.execute()

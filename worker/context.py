@@ -1,0 +1,42 @@
+"""What a worker process holds for its whole life: built by `startup`, kept in arq's ctx under one key."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from arq import ArqRedis
+
+from mcp_batch.keys import Keys
+from mcp_batch.settings import Settings
+from mcp_batch.store import Store
+from mcp_batch.store.channels import Listener
+from worker.sessions import SessionPool
+from worker.worker_metrics import WorkerMetrics
+
+STATE = "state"  # the ctx key
+
+
+@dataclass
+class WorkerState:
+    """The long-lived clients and loops of one worker process."""
+
+    settings: Settings
+    keys: Keys
+    redis: ArqRedis
+    store: Store
+    pool: SessionPool
+    worker_id: str
+    released: Listener  # a backend's lease was released: calls waiting for one try again
+    cancels: Listener  # a batch was cancelled
+    done: Listener  # a batch ended: its webhook is due
+    metrics: WorkerMetrics
+    draining: asyncio.Event = field(default_factory=asyncio.Event)  # a graceful stop has begun
+    loops: list[asyncio.Task[None]] = field(default_factory=list)  # heartbeat, recovery, webhooks
+
+
+def state(ctx: dict[str, Any]) -> WorkerState:
+    """The worker's state from arq's ctx (set by startup before any job runs)."""
+    found: WorkerState = ctx[STATE]
+    return found
