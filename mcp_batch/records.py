@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
-from .models import ItemStatus
+from mcp_batch.models import ItemStatus
 
 
 class ErrorInfo(TypedDict):

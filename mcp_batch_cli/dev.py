@@ -1,7 +1,7 @@
 """`mcp-batch dev`: Redis, the API, one worker and the demo backends in one command, for trying it out.
 
-Redis is a `redis-server` from the PATH on a free loopback port with a temporary directory, or, where there is
-none, fakeredis served in process over TCP (arq's start-up `INFO`, which fakeredis lacks, is skipped then).
+Redis is a private `redis-server` from the PATH on a free loopback port with a temporary directory (nothing kept),
+or, where there is none, the Redis MCP_BATCH_REDIS_URL names; with neither, dev says how to get one.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
@@ -24,7 +23,9 @@ from typing import Any
 import httpx
 import uvicorn
 
+from mcp_batch.errors import ConfigError
 from mcp_batch.settings import Settings
+from mcp_batch_cli.status import redacted
 
 logger = logging.getLogger("mcp_batch.dev")
 
@@ -76,21 +77,14 @@ async def embedded_redis(workdir: Path) -> AsyncIterator[tuple[str, str]]:
             proc.terminate()
             proc.wait(5)
         return
-    import arq.worker
-    from fakeredis import TcpFakeServer
-
-    async def no_info(*_: Any) -> None:  # fakeredis has no INFO; arq only logs it
-        return None
-
-    arq.worker.log_redis_info = no_info  # type: ignore[attr-defined,assignment]
-    server = TcpFakeServer(("127.0.0.1", port), server_type="redis")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"redis://127.0.0.1:{port}/0", f"fakeredis in process on port {port} (no redis-server on PATH)"
-    finally:
-        server.shutdown()
-        server.server_close()
+    url = os.environ.get("MCP_BATCH_REDIS_URL")
+    if url:
+        yield url, f"{redacted(url)} (MCP_BATCH_REDIS_URL)"
+        return
+    raise ConfigError(
+        "mcp-batch dev runs a private redis-server, and none is on the PATH: install one (Debian/Ubuntu: "
+        "`apt-get install redis-server`; macOS: `brew install redis`), or set MCP_BATCH_REDIS_URL to a Redis you run"
+    )
 
 
 @asynccontextmanager

@@ -24,7 +24,7 @@ from service.application.services import Services
 from service.doors import gumloop
 from service.doors.mcp_door import build_mcp_server, mcp_routes
 from service.http_errors import install_error_handlers
-from service.middleware import BodyLimit
+from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
 from service.routes import batches, health, servers
 from service.routes import scrape as metrics_routes
 from service.routes import stream as events
@@ -78,7 +78,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.max_json_depth = settings.max_json_depth
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
-    app.add_middleware(metrics_routes.RequestMetrics, metrics=metrics)  # outermost: it sees the 503s and 401s too
+    app.add_middleware(StorageUnavailable)
+    app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: it sees the 503s and 401s too
     app.include_router(batches.router)
     app.include_router(events.router)
     app.include_router(servers.router)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from service.application.services import Services
+from service.application.services import Services, owned
 from service.auth import CallerDep
 
 
@@ -20,7 +20,7 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 async def owned_batch(batch_id: str, caller: CallerDep, services: ServicesDep) -> str:
     """The path's batch id, when that batch is the caller's (404 otherwise, as for a missing one)."""
-    return await services.owned(batch_id, caller)
+    return await owned(services, batch_id, caller)
 
 
 OwnedBatchId = Annotated[str, Depends(owned_batch)]

@@ -13,8 +13,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import RedisError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_batch.errors import (
     Backpressure,
@@ -25,7 +23,6 @@ from mcp_batch.errors import (
     InvalidBatch,
     Unauthenticated,
 )
-from mcp_batch.ops.outage import REDIS_DOWN
 from service.auth import unauthorized
 
 logger = logging.getLogger(__name__)
@@ -73,43 +70,3 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Conflict)
     async def conflict(_: Request, exc: Conflict) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
-
-    app.add_middleware(StorageUnavailable)
-
-
-class StorageUnavailable:
-    """ASGI middleware: a RedisError becomes 503 `storage unavailable`.
-
-    Not an exception handler: Starlette's handlers cannot act once a response has started, so a streaming response
-    (`/results`) that loses Redis halfway would end in a traceback. Here it is cut short instead, without its final
-    chunk, so the client sees an incomplete body rather than one that looks whole.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def sending(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        except RedisError as exc:
-            if isinstance(exc, REDIS_DOWN):
-                logger.warning("Redis unavailable (%s: %s)", type(exc).__name__, exc)
-            else:
-                logger.error("Redis error: %s", type(exc).__name__, exc_info=exc)
-            if started:
-                logger.warning(
-                    "%s %s cut short: Redis failed after the response started", scope["method"], scope["path"]
-                )
-                return  # the server drops the connection of a response it did not finish
-            response = JSONResponse({"detail": "storage unavailable, try again shortly"}, status_code=503)
-            await response(scope, receive, send)

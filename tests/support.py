@@ -16,23 +16,29 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import uvicorn
 from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
+from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.settings import Settings
+from mcp_batch_cli.commands import main
+from mcp_batch_cli.dev import free_port
 from service.app import create_app
 from worker.main import Worker, create_worker
 
-TERMINAL = {"completed", "cancelled", "expired"}
+TERMINAL = {status.value for status in TERMINAL_BATCH}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+async def cli(*argv: str) -> int:
+    """Run `mcp-batch ARGV` in a thread and return its exit code."""
+    try:
+        await asyncio.to_thread(main, list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
 
 
 def stdio_demo(**extra: Any) -> dict[str, Any]:
@@ -73,6 +79,13 @@ def start_http_backend(timeout: float = 30.0, extra_args: Sequence[str] = ()) ->
         time.sleep(0.05)  # start-up of a child process: nothing to wait on but the port
     process.kill()
     raise TimeoutError("demo HTTP backend did not start")
+
+
+@pytest.fixture(name="servers")
+def counted_servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[str, Any]:
+    """The suite's servers plus `counted`, a backend of the test's own (import it into a module to use it there)."""
+    servers["counted"] = {"url": fresh_backend.url}
+    return servers
 
 
 @dataclass

@@ -134,6 +134,7 @@ class Worker(ArqWorker):
         self._watch = ExitStack()
         self._draining: asyncio.Future[None] | None = None
 
+    # arq internal (0.28): arq starts every job it picks; shards of one batch belong on different workers.
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those
         (or this one does, once its own shard has finished)."""
@@ -142,12 +143,8 @@ class Worker(ArqWorker):
             if shards.batch_of(job.decode()) not in running:
                 await super().start_jobs([job])
 
-    async def run_job(self, job_id: str, score: int) -> None:
-        with metrics.job_running():
-            await super().run_job(job_id, score)
-
-    # arq's own loop lets a Redis error out of the poll, which ends the worker (and `mcp-batch worker` with it):
-    # wait the outage out here instead, however long it lasts; running jobs ride it out in the store and the gate.
+    # arq internal (0.28): its poll sleeps poll_delay and lets a Redis error end the worker. Here it waits on the
+    # wake channel instead, and waits a Redis outage out, however long; running jobs ride it out in the store.
     @redis_retried(outage=math.inf, cap=5.0)
     async def _poll_iteration(self) -> None:
         if self._listener is None:
@@ -160,6 +157,7 @@ class Worker(ArqWorker):
         self._wake.clear()
         await super()._poll_iteration()
 
+    # arq internal (0.28): arq's signal handler cancels running jobs at once; a stop here is graceful.
     def handle_sig(self, signum: int) -> None:
         """SIGTERM or SIGINT: a graceful stop (a second one stops at once). Anything else: arq's own stop."""
         if signum not in (signal.SIGTERM, signal.SIGINT) or self._draining is not None:
@@ -182,11 +180,11 @@ class Worker(ArqWorker):
         if self.main_task is not None:
             self.main_task.cancel()
 
+    # arq (0.28): close() cancels running jobs and re-raises their CancelledError; they are settled first here.
     async def close(self) -> None:
         self._watch.close()
         if self._listener is not None:
             await self._listener.stop()
-        # arq's close() cancels running jobs and then re-raises their CancelledError; settle them here first.
         jobs = list(self.tasks.values())
         for job in jobs:
             job.cancel()

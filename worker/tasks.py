@@ -103,6 +103,11 @@ async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0, generati
     """Run one shard of a batch: its share of `max_concurrency` lanes (one in serial mode), each finishing and
     claiming items in one round trip, until nothing is left to claim. Shards on other workers claim from the same
     cursor, so they share the items however fast each goes."""
+    with metrics.job_running():
+        await _run_shard(ctx, batch_id, shard, generation)
+
+
+async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation: int) -> None:
     state = worker_state(ctx)
     store, settings = state.store, state.settings
     job = shards.job_id(batch_id, shard, generation)

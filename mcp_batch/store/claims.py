@@ -1,7 +1,7 @@
 """Finishing an item and claiming the next, in one round trip: the worker's hot path through Redis.
 
 Items are claimed through a cursor (`claimed`) rather than a list of pending indexes, so a batch of any size costs
-O(1) to queue; finishing and claiming are one Lua script (scripts.ADVANCE), so a result is counted exactly once.
+O(1) to queue; finishing and claiming are one Lua script (ADVANCE), so a result is counted exactly once.
 Each claimed item is noted against the shard job that holds it, so a job whose lease lapses (its worker died) can
 hand exactly its in-flight items to a replacement. Calls made in the same event-loop turn (lanes finishing
 together) share one pipelined round trip.
@@ -20,8 +20,8 @@ from mcp_batch.keys import Keys
 from mcp_batch.models import FAILED_ITEM, ItemStatus
 from mcp_batch.ops.outage import with_redis_retry
 from mcp_batch.records import ItemRecord, dump
-from mcp_batch.store import scripts
 from mcp_batch.store.batch_row import load_spec
+from mcp_batch.store.scripts import ADVANCE, batch_args, batch_keys
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Claims:
         self.keys = keys
         self.live_ms = live_ms
         self.outage_seconds = outage_seconds  # how long advance() waits out a Redis outage before failing
-        self._advance = redis.register_script(scripts.ADVANCE)
+        self._advance = redis.register_script(ADVANCE)
         self._pending: list[tuple[list[str], list[Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -54,7 +54,7 @@ class Claims:
     ) -> Claim | None:
         """Record a finished item (if any) and claim the next one (if wanted and allowed), in one round trip.
         None when there is nothing to claim: the batch is done, halted, or this job's lease was taken over."""
-        args = scripts.batch_args(self.keys, batch_id)
+        args = batch_args(self.keys, batch_id)
         if finished is not None:
             claim, record = finished
             failed = ItemStatus(record["status"]) in FAILED_ITEM
@@ -62,7 +62,7 @@ class Claims:
         else:
             args += [-1, "", "", "", "0"]
         args += ["1" if want_next else "0", job, self.live_ms]
-        reply = await self._coalesced(scripts.batch_keys(self.keys, batch_id), args)
+        reply = await self._coalesced(batch_keys(self.keys, batch_id), args)
         index = int(reply[0])
         if index < 0:
             return None
@@ -114,7 +114,7 @@ class Claims:
                     pipe.evalsha(self._advance.sha, len(keys), *keys, *args)
                 replies: list[Any] = await pipe.execute(raise_on_error=False)
             if attempt == 0 and any(isinstance(r, NoScriptError) for r in replies):
-                await self.redis.script_load(scripts.ADVANCE)  # a restarted or flushed Redis lost the script
+                await self.redis.script_load(ADVANCE)  # a restarted or flushed Redis lost the script
                 continue
             break
         return replies

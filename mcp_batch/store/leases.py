@@ -16,7 +16,7 @@ from mcp_batch import shards
 from mcp_batch.errors import BatchAlreadyFinished, BatchNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchStatus
-from mcp_batch.store import scripts
+from mcp_batch.store.scripts import CANCEL, EXPIRE, RENEW, TAKE_OVER, batch_args, batch_keys
 
 
 @dataclass(frozen=True)
@@ -40,16 +40,16 @@ class Leases:
         self.keys = keys
         self.lease_ms = lease_ms
         self.live_ms = live_ms
-        self._take_over = redis.register_script(scripts.TAKE_OVER)
-        self._cancel = redis.register_script(scripts.CANCEL)
-        self._expire = redis.register_script(scripts.EXPIRE)
-        self._renew = redis.register_script(scripts.RENEW)
+        self._take_over = redis.register_script(TAKE_OVER)
+        self._cancel = redis.register_script(CANCEL)
+        self._expire = redis.register_script(EXPIRE)
+        self._renew = redis.register_script(RENEW)
 
     def _script_keys(self, batch_id: str) -> list[str]:
-        return scripts.batch_keys(self.keys, batch_id)
+        return batch_keys(self.keys, batch_id)
 
     def _script_args(self, batch_id: str) -> list[Any]:
-        return scripts.batch_args(self.keys, batch_id)
+        return batch_args(self.keys, batch_id)
 
     async def renew(self, batch_id: str, job: str) -> bool:
         """Start or renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""

@@ -29,6 +29,19 @@ return now
 """
 
 
+# KEYS: the workers zset. ARGV: seconds. Workers that beat within that long, on Redis's clock.
+_LIVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]) * 1000, '+inf')
+"""
+
+
+async def live_workers(redis: Redis, keys: Keys, within: float) -> int:
+    """How many workers are live: they beat within `within` seconds, on Redis's clock (the one definition)."""
+    return int(await redis.eval(_LIVE, 1, keys.workers, repr(within)))  # type: ignore[misc]  # an untyped Awaitable
+
+
 class Heartbeat:
     """One worker's heartbeat: its id in the workers zset, scored now."""
 

@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.store import Store
+from service.application.services import Services
 
 logger = logging.getLogger(__name__)
 
@@ -84,19 +85,17 @@ async def _events(
         await store.reads.wait(batch_id, min(check_seconds, give_up - now, quiet_since + heartbeat_seconds - now))
 
 
-async def progress(
-    store: Store,
-    batch_id: str,
-    after: int,
-    check_seconds: float,
-    max_seconds: float,
-    heartbeat_seconds: float,
-) -> AsyncIterator[Event]:
-    """The events of a batch from the item after seq `after` on, ending with `end` (or `timeout` after
-    `max_seconds`, or `error` if storage fails or the batch disappears); a keep-alive after `heartbeat_seconds`
-    without an event."""
+async def progress(app: Services, batch_id: str, after: int) -> AsyncIterator[Event]:
+    """The events of a batch from the item after seq `after` on, ending with `end` (or `timeout` after the
+    stream's time limit, or `error` if storage fails or the batch disappears); a keep-alive after a quiet spell."""
+    settings = app.settings
+    check, most, heartbeat = (
+        settings.events_check_seconds,
+        settings.events_max_seconds,
+        settings.events_heartbeat_seconds,
+    )
     try:
-        async for event in _events(store, batch_id, after, check_seconds, max_seconds, heartbeat_seconds):
+        async for event in _events(app.store, batch_id, after, check, most, heartbeat):
             yield event
     except RedisError as exc:
         logger.warning("event stream of batch %s stopped: %s", batch_id, type(exc).__name__)

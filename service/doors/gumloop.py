@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mcp_batch.errors import Forbidden, InvalidBatch, Problem
 from mcp_batch.models import TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
 from service import json_body
+from service.application import reading, submitting
 from service.auth import AUTH_RESPONSES, CallerDep
 from service.deps import ServicesDep
 
@@ -267,12 +268,11 @@ async def call_tools(request: Request, services: ServicesDep, caller: CallerDep)
         body = parse_request(await request.body(), settings.gumloop_max_calls, settings.max_json_depth)
         if caller.keyed and body.team_id is not None and body.team_id != caller.tenant:
             raise Forbidden([Problem(("team_id",), "the team is not this key's tenant", "forbidden")])
-        batch_id = await services.submit(to_batch(body), caller)
+        batch_id = (await submitting.submit(services, to_batch(body), caller)).batch_id
     except InvalidBatch as exc:
         return _invalid_request(exc.problems)
     waited = services.settings.sync_wait_seconds
-    await services.store.reads.wait(batch_id, waited)
-    document = await services.store.reads.document(batch_id)
+    document = await reading.read(services, batch_id, waited)  # the byte budget and the deadline, as on every door
     if document.status not in TERMINAL_BATCH:
         return _timed_out(batch_id, waited)
     results = [to_result(item) for item in document.results]

@@ -31,8 +31,9 @@ from mcp_batch.errors import Backpressure, BatchNotFound, Conflict, Forbidden, I
 from mcp_batch.models import MAX_OFFSET, BatchDocument, BatchRequest, Call, Mode, OnError, ServerInfo
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import KeyRing
+from service.application import reading, submitting
 from service.application.backends_info import describe_servers
-from service.application.services import Services
+from service.application.services import Services, owned
 from service.auth import Authenticated, current_caller
 
 logger = logging.getLogger(__name__)
@@ -131,8 +132,8 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
             request = BatchRequest(
                 calls=calls, mode=mode, on_error=on_error, max_concurrency=max_concurrency, read_only=read_only
             )
-            svc = services()
-            return await svc.document(await svc.submit(request, current_caller.get()))
+            app = services()
+            return await reading.document(app, (await submitting.submit(app, request, current_caller.get())).batch_id)
 
     async def call_tools_batch(
         calls: CallsArg,
@@ -144,9 +145,7 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
     ) -> BatchDocument:
         submitted = await submit_batch(calls, mode, on_error, max_concurrency, read_only)
         with _tool_errors():
-            svc = services()
-            await svc.store.reads.wait(submitted.id, min(wait_seconds, sync_wait))
-            return await svc.document(submitted.id)
+            return await reading.read(services(), submitted.id, min(wait_seconds, sync_wait))
 
     async def get_batch(
         batch_id: Annotated[str, Field(description="The `id` of a batch document.")],
@@ -157,11 +156,9 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
         limit: Annotated[int | None, Field(ge=1, le=10_000, description="Most items of `results` to return.")] = None,
     ) -> BatchDocument:
         with _tool_errors():
-            svc = services()
-            await svc.owned(batch_id, current_caller.get())
-            if wait_seconds > 0:
-                await svc.store.reads.wait(batch_id, min(wait_seconds, max_wait))
-            return await svc.document(batch_id, offset, limit)
+            app = services()
+            await owned(app, batch_id, current_caller.get())
+            return await reading.read(app, batch_id, wait_seconds, offset, limit)
 
     async def list_servers() -> list[ServerInfo]:
         with _tool_errors():

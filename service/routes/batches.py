@@ -3,15 +3,12 @@ byte-bounded page), items, results. Every route on one batch answers 404 for ano
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AfterValidator
 
-from mcp_batch.contract import budget
 from mcp_batch.models import (
     MAX_OFFSET,
     BatchDocument,
@@ -24,6 +21,7 @@ from mcp_batch.models import (
     ItemStatus,
 )
 from mcp_batch.store import idempotency
+from service.application import reading, submitting
 from service.application.services import Services
 from service.auth import AUTH_RESPONSES, CallerDep
 from service.deps import OwnedBatchId, ServicesDep
@@ -69,8 +67,7 @@ async def submit_batch(
     idempotency_key: IdempotencyKey = None,
 ) -> BatchDocument:
     """Validate the whole batch, store it and queue it; answers at once with the (queued) document."""
-    batch_id, created = await services.submit_once(request, idempotency_key, caller)
-    return await _submitted(services, response, batch_id, created)
+    return await _submitted(services, response, await submitting.submit(services, request, caller, idempotency_key))
 
 
 @router.post(
@@ -91,22 +88,21 @@ async def retry_batch(
     idempotency_key: IdempotencyKey = None,
 ) -> BatchDocument:
     """The items whose status is not `ok`, in order, with their ids and the batch's settings; `retry_of` links back."""
-    new_id, created = await services.retry(batch_id, caller, idempotency_key)
-    return await _submitted(services, response, new_id, created)
+    return await _submitted(services, response, await submitting.retry(services, batch_id, caller, idempotency_key))
 
 
-async def _submitted(services: Services, response: Response, batch_id: str, created: bool) -> BatchDocument:
-    response.headers["Location"] = f"/v1/batches/{batch_id}"
-    if not created:
+async def _submitted(services: Services, response: Response, submitted: submitting.Submitted) -> BatchDocument:
+    response.headers["Location"] = f"/v1/batches/{submitted.batch_id}"
+    if not submitted.created:
         response.status_code = 200
-    return await services.document(batch_id)
+    return await reading.document(services, submitted.batch_id)
 
 
 @router.post("/batches:validate", summary="Dry run: every check, each call's would-be status; nothing queued")
 async def validate_batch(request: BatchRequest, services: ServicesDep, caller: CallerDep) -> DryRun:
     """422 for whole-batch faults and 403 for what the key may not do, as for a submit; otherwise what would become
     of each call."""
-    return await services.dry_run(request, caller)
+    return await submitting.dry_run(services, request, caller)
 
 
 @router.get("/batches", summary="The caller's batches, newest first")
@@ -120,7 +116,7 @@ async def list_batches(
     cursor: Annotated[str | None, Query(pattern=r"^\d{1,20}$", description="`next_cursor` of the last page.")] = None,
 ) -> BatchList:
     """A page of the batches the caller's tenant submitted (finished ones until they expire), newest first."""
-    return await services.batches(caller, set(status) if status else None, limit, cursor)
+    return await reading.batches(services, caller, set(status) if status else None, limit, cursor)
 
 
 @router.get(
@@ -138,9 +134,7 @@ async def get_batch(
     ] = None,
 ) -> BatchDocument:
     """The document with one page of `results`, fitted to the batch's `response_max_bytes`."""
-    if wait > 0:
-        await services.store.reads.wait(batch_id, min(wait, services.settings.max_wait_seconds))
-    return await services.document(batch_id, offset, limit)
+    return await reading.read(services, batch_id, wait, offset, limit)
 
 
 @router.post(
@@ -151,7 +145,7 @@ async def get_batch(
 async def cancel_batch(batch_id: OwnedBatchId, services: ServicesDep) -> BatchDocument:
     """The batch goes `cancelling`, then `cancelled` once no call is in flight; its pending items are `cancelled`.
     Answers with the document (no results page: `limit=0`)."""
-    return await services.cancel(batch_id)
+    return await reading.cancel(services, batch_id)
 
 
 @router.get(
@@ -164,16 +158,7 @@ async def get_item(
     cursor: Annotated[str | None, Query(pattern=r"^\d+\.\d+$", description="`next_cursor` of the last page.")] = None,
 ) -> ItemPage:
     """The stored item; when its content is larger than one response, a page of it and `next_cursor`."""
-    item = await services.store.reads.item(batch_id, item_id)
-    page_bytes = services.settings.response_max_bytes
-    if cursor is None and budget.size(item.model_dump(mode="json")) <= page_bytes:
-        return ItemPage.model_validate(item.model_dump())
-    content, next_cursor = budget.page_content(item.content or [], cursor, page_bytes)
-    first = cursor is None or cursor == "0.0"
-    fields = item.model_dump() | {"content": content, "next_cursor": next_cursor}
-    if not first:
-        fields["structured_content"] = None  # sent whole on the first page
-    return ItemPage.model_validate(fields)
+    return await reading.item(services, batch_id, item_id, cursor)
 
 
 @router.get(
@@ -194,13 +179,5 @@ async def stream_results(
     except ValueError:
         detail = [{"loc": ["query", "status"], "msg": "a comma-separated list of item statuses", "type": "enum"}]
         return JSONResponse({"detail": detail}, status_code=422)
-    store = services.store
-    end = await store.reads.finished_count(batch_id)  # a snapshot: the cursor covers exactly what is streamed
-
-    async def lines() -> AsyncIterator[bytes]:
-        async for chunk in store.reads.finished_since(batch_id, after, end=end):
-            for item in chunk:
-                if wanted is None or item.status in wanted:
-                    yield json.dumps(item.model_dump(mode="json"), ensure_ascii=False).encode() + b"\n"
-
-    return StreamingResponse(lines(), media_type=_NDJSON, headers={"X-Next-After": str(max(after, end))})
+    found = await reading.results(services, batch_id, wanted, after)
+    return StreamingResponse(found.lines, media_type=_NDJSON, headers={"X-Next-After": str(found.next_after)})

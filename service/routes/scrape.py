@@ -13,9 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_batch.ops.prometheus import UNMATCHED_ROUTE, ApiMetrics
 from mcp_batch.store import overview
 from service.auth import identify
 from service.deps import ServicesDep
@@ -39,30 +37,3 @@ async def metrics(request: Request, services: ServicesDep) -> Response:
         state = None
     body = services.metrics.render(state, settings.ready_worker_seconds)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
-
-
-class RequestMetrics:
-    """ASGI middleware: counts each answered request under its route's template (`/v1/batches/{batch_id}`), so a
-    label never holds an id, and a path no route matches under `_unmatched`."""
-
-    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        status = 500  # what the client gets when the app raises before it answers
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        finally:
-            route = getattr(scope.get("route"), "path", None) or UNMATCHED_ROUTE  # the router sets scope["route"]
-            self.metrics.request_answered(route, scope["method"], status)

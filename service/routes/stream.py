@@ -79,15 +79,7 @@ async def batch_events(
         if not _SEQ.fullmatch(last_event_id):
             return _bad_last_event_id()
         after = int(last_event_id)
-    settings = services.settings
-    events = progress(
-        services.store,
-        batch_id,
-        after,
-        settings.events_check_seconds,
-        settings.events_max_seconds,
-        settings.events_heartbeat_seconds,
-    )
+    events = progress(services, batch_id, after)
 
     async def body() -> AsyncIterator[bytes]:
         async for event in events:

@@ -20,23 +20,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.keys import Keys
-from mcp_batch_cli.commands import main
 from mcp_batch_cli.remote import Progress
-from tests.support import ServiceHandle, free_port, run_batch, submit
+from tests.support import ServiceHandle, cli, free_port, run_batch, submit
 
 pytestmark = pytest.mark.timeout(90)
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "batch.json"
 SECRET = "sk-live-7f3a9c1e5b"
-
-
-async def cli(*argv: str) -> int:
-    """Run `mcp-batch ARGV` in a thread and return its exit code."""
-    try:
-        await asyncio.to_thread(main, list(argv))
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 1
-    return 0
 
 
 def write_json(tmp_path: Path, body: Any) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -12,20 +11,10 @@ import redis.asyncio as aioredis
 
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
-from mcp_batch_cli.commands import main
 from tests.conftest import REDIS_URL
-from tests.support import ServiceHandle, free_port, live_workers, run_batch
+from tests.support import ServiceHandle, cli, free_port, live_workers, run_batch
 
 pytestmark = pytest.mark.timeout(60)
-
-
-async def cli(*argv: str) -> int:
-    """Run `mcp-batch ARGV` in a thread and return its exit code."""
-    try:
-        await asyncio.to_thread(main, list(argv))
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 1
-    return 0
 
 
 @pytest.fixture

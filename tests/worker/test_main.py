@@ -1,10 +1,17 @@
-"""The worker process: pick-up woken by Redis, not by arq's poll delay."""
+"""The worker process: pick-up woken by Redis, not by arq's poll delay; the arq internals it relies on."""
 
 from __future__ import annotations
 
-import httpx
+import inspect
 
+import arq
+import httpx
+from arq.worker import Worker as ArqWorker
+
+from mcp_batch.settings import Settings
+from tests.conftest import REDIS_URL
 from tests.support import ServiceHandle, submit
+from worker.main import create_worker
 
 
 async def test_an_idle_worker_picks_up_new_work_at_once(service: ServiceHandle, client: httpx.AsyncClient) -> None:
@@ -13,3 +20,20 @@ async def test_an_idle_worker_picks_up_new_work_at_once(service: ServiceHandle, 
         batch_id = (await submit(client, [{"server": "demo_http", "tool": "echo"}]))["id"]
         document = (await client.get(f"/v1/batches/{batch_id}", params={"wait": 10})).json()
         assert document["status"] == "completed"
+
+
+async def test_the_arq_internals_the_worker_overrides_keep_their_shape() -> None:
+    """worker/main.py overrides these arq methods and reads these attributes: a new arq must be checked by hand."""
+    assert arq.VERSION.startswith("0.28."), f"arq {arq.VERSION}: check worker/main.py's overrides, then the pin"
+    overridden = {
+        "_poll_iteration": ["self"],
+        "start_jobs": ["self", "job_ids"],
+        "handle_sig": ["self", "signum"],
+        "close": ["self"],
+    }
+    for name, parameters in overridden.items():
+        assert list(inspect.signature(getattr(ArqWorker, name)).parameters) == parameters, name
+    assert inspect.iscoroutinefunction(ArqWorker._poll_iteration) and inspect.iscoroutinefunction(ArqWorker.close)
+    worker = create_worker(Settings(redis_url=REDIS_URL, auth="none"), handle_signals=False)
+    for attribute in ("tasks", "allow_pick_jobs", "main_task", "burst", "ctx"):
+        assert hasattr(worker, attribute), attribute

@@ -24,6 +24,7 @@ from tests.support import (
     HttpBackendProcess,
     all_results,
     call_backend,
+    counted_servers,  # noqa: F401 - the `servers` fixture of this module
     finished,
     live_workers,
     running_api,
@@ -33,12 +34,6 @@ from tests.support import (
 )
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
-
-
-@pytest.fixture
-def servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[str, Any]:
-    servers["counted"] = {"url": fresh_backend.url}
-    return servers
 
 
 @pytest.fixture

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.settings import Settings
-from tests.support import HttpBackendProcess, call_backend, live_workers, run_batch, stamps, worker_processes
+from tests.support import (
+    HttpBackendProcess,
+    call_backend,
+    counted_servers,  # noqa: F401 - this module's `servers` fixture
+    live_workers,
+    run_batch,
+    stamps,
+    worker_processes,
+)
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
-
-
-@pytest.fixture
-def servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[str, Any]:
-    servers["counted"] = {"url": fresh_backend.url}
-    return servers
 
 
 async def test_a_large_batch_is_shared_by_every_worker_within_its_concurrency(

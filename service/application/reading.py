@@ -1,0 +1,93 @@
+"""Use cases that read a batch: the document (wait, then one page within the byte budget), one item (paged), the
+finished items as JSON Lines, the caller's batches, and cancel. Every door reads through these, so every door
+applies the budget and the deadline the same way."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from mcp_batch.contract import budget
+from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
+from mcp_batch.tenants import Caller
+from service.application.services import Services
+
+
+async def document(app: Services, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
+    """A page of the document that fits the batch's byte budget: no more items than the budget holds."""
+    store = app.store
+    max_bytes, deadline, status = await store.reads.page_facts(batch_id)
+    if deadline is not None and deadline <= time.time() and status not in TERMINAL_BATCH:
+        await store.leases.expire(batch_id)  # workers apply deadlines within a second; this covers no workers
+    page = budget.most_items(max_bytes) if limit is None else min(limit, budget.most_items(max_bytes))
+    found = await store.reads.document(batch_id, offset, page)
+    items, removed = budget.fit([item.model_dump(mode="json") for item in found.results], max_bytes)
+    found.results = [ItemResult.model_validate(item) for item in items]
+    found.truncated, found.truncated_bytes = removed > 0, removed
+    return found
+
+
+async def wait(app: Services, batch_id: str, seconds: float) -> None:
+    """Hold until the batch ends or `seconds` pass (at most the service's `max_wait_seconds`)."""
+    if seconds > 0:
+        await app.store.reads.wait(batch_id, min(seconds, app.settings.max_wait_seconds))
+
+
+async def read(
+    app: Services, batch_id: str, wait_seconds: float = 0, offset: int = 0, limit: int | None = None
+) -> BatchDocument:
+    """Wait (up to `wait_seconds`) for the batch to end, then one page of its document."""
+    await wait(app, batch_id, wait_seconds)
+    return await document(app, batch_id, offset, limit)
+
+
+async def item(app: Services, batch_id: str, item_id: str, cursor: str | None = None) -> ItemPage:
+    """The stored item; when its content is larger than one response, a page of it and `next_cursor`."""
+    found = await app.store.reads.item(batch_id, item_id)
+    page_bytes = app.settings.response_max_bytes
+    if cursor is None and budget.size(found.model_dump(mode="json")) <= page_bytes:
+        return ItemPage.model_validate(found.model_dump())
+    content, next_cursor = budget.page_content(found.content or [], cursor, page_bytes)
+    fields = found.model_dump() | {"content": content, "next_cursor": next_cursor}
+    if cursor is not None and cursor != "0.0":
+        fields["structured_content"] = None  # sent whole on the first page
+    return ItemPage.model_validate(fields)
+
+
+@dataclass(frozen=True)
+class Results:
+    """Finished items as JSON Lines: `lines` streams them; `next_after` is the cursor for the next read."""
+
+    lines: AsyncIterator[bytes]
+    next_after: int
+
+
+async def results(app: Services, batch_id: str, statuses: set[ItemStatus] | None, after: int) -> Results:
+    """Every item finished after seq `after` (of these statuses), in finish order, up to a snapshot taken now."""
+    store = app.store
+    end = await store.reads.finished_count(batch_id)  # a snapshot: the cursor covers exactly what is streamed
+
+    async def lines() -> AsyncIterator[bytes]:
+        async for chunk in store.reads.finished_since(batch_id, after, end=end):
+            for found in chunk:
+                if statuses is None or found.status in statuses:
+                    yield json.dumps(found.model_dump(mode="json"), ensure_ascii=False).encode() + b"\n"
+
+    return Results(lines(), max(after, end))
+
+
+async def batches(
+    app: Services, caller: Caller, status: set[BatchStatus] | None, limit: int, cursor: str | None
+) -> BatchList:
+    """The caller's tenant's batches, newest first, a page at a time."""
+    before = int(cursor) if cursor else None
+    found, next_before = await app.store.tenants.batches_of(caller.tenant, before, limit, status)
+    return BatchList(batches=found, next_cursor=None if next_before is None else str(next_before))
+
+
+async def cancel(app: Services, batch_id: str) -> BatchDocument:
+    """Cancel a batch (BatchAlreadyFinished when it has ended) and return its document, without results."""
+    await app.store.leases.cancel(batch_id)
+    return await document(app, batch_id, limit=0)

@@ -1,0 +1,156 @@
+"""Use cases that make a batch: submit (once per Idempotency-Key), retry a finished one, and the dry run.
+
+Every door submits through `submit`, so a batch is validated, stored and queued the same way whichever door it came
+in by; nothing is half-written: a batch that could not be queued is removed, an Idempotency-Key released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from mcp_batch import shards
+from mcp_batch.contract.checks import Bounds, precheck
+from mcp_batch.contract.references import may_reference
+from mcp_batch.contract.validation import validate_batch
+from mcp_batch.contract.webhook_policy import WebhookPolicy
+from mcp_batch.errors import Backpressure
+from mcp_batch.models import BatchRequest, DryRun, DryRunItem, ItemError, ItemStatus
+from mcp_batch.store import idempotency, overview
+from mcp_batch.store.submits import new_batch_id
+from mcp_batch.tenants import ANYONE, Caller, authorize
+from service.application.retry import retry_request
+from service.application.services import Services
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A submit's outcome: the batch, and whether this request made it (False: an Idempotency-Key replay)."""
+
+    batch_id: str
+    created: bool
+
+
+def validate(app: Services, request: BatchRequest, caller: Caller = ANYONE) -> int:
+    """Whole-batch checks (InvalidBatch lists every fault, Forbidden what the caller's key may not do); the
+    batch's effective max_concurrency."""
+    settings = app.settings
+    authorize(caller, request)
+    secret = settings.webhook_secret
+    return validate_batch(
+        request,
+        min(settings.max_calls_per_batch, caller.max_calls_per_batch or settings.max_calls_per_batch),
+        settings.max_concurrency_ceiling,
+        settings.default_max_concurrency,
+        settings.response_max_bytes_ceiling,
+        settings.retention_ceiling_seconds,
+        settings.max_call_timeout_seconds,
+        WebhookPolicy.build(settings.webhook_allow, secret.get_secret_value() if secret else None),
+    )
+
+
+async def _store_and_queue(
+    app: Services,
+    request: BatchRequest,
+    caller: Caller,
+    retry_of: str | None = None,
+    idempotency_key: str | None = None,
+) -> str:
+    """Validate, store atomically under the caller's tenant, queue the shard jobs, wake the workers.
+
+    Past `max_unfinished_items` (the service's, or the caller's key's for its tenant) nothing is stored and
+    Backpressure (a 429) is raised."""
+    concurrency = validate(app, request, caller)
+    settings, store = app.settings, app.store
+    retry_after = settings.backpressure_retry_after_seconds
+    unfinished = await store.submits.unfinished_items()
+    if unfinished + len(request.calls) > settings.max_unfinished_items:
+        raise Backpressure(unfinished, settings.max_unfinished_items, retry_after)
+    if caller.max_unfinished_items is not None:
+        mine = await store.submits.unfinished_items(caller.tenant)
+        if mine + len(request.calls) > caller.max_unfinished_items:
+            raise Backpressure(mine, caller.max_unfinished_items, retry_after)
+    limits = app.registry.limits({call.server for call in request.calls})
+    linked = any(may_reference(call.arguments) for call in request.calls)
+    live = await overview.live_workers(app.redis, app.keys, settings.ready_worker_seconds)
+    count = shards.plan(
+        len(request.calls), concurrency, request.mode, linked, live, settings.max_shards, settings.shard_min_items
+    )
+    batch_id = new_batch_id()
+    jobs = [shards.job_id(batch_id, shard) for shard in range(count)]
+    await store.submits.create(
+        request,
+        concurrency,
+        limits,
+        batch_id,
+        jobs,
+        retry_of=retry_of,
+        idempotency_key=idempotency_key,
+        tenant=caller.tenant,
+        rate_share=caller.rate_share,
+    )
+    try:
+        for shard, job in enumerate(jobs):
+            await app.redis.enqueue_job("run_batch", batch_id, shard, _job_id=job, _queue_name=app.keys.queue)
+    except BaseException:
+        await store.submits.delete(batch_id, jobs)
+        raise
+    await app.redis.publish(app.keys.wake_channel, batch_id)
+    app.metrics.batch_submitted()
+    return batch_id
+
+
+async def submit(
+    app: Services, request: BatchRequest, caller: Caller = ANYONE, key: str | None = None, retry_of: str | None = None
+) -> Submitted:
+    """Submit, unless the Idempotency-Key `key` already made a batch for the same request.
+
+    Validate, claim the key, store and queue, then record the batch under the key; the key is released if the
+    batch could not be stored. The same key with another request: IdempotencyConflict.
+    """
+    if key is None:
+        return Submitted(await _store_and_queue(app, request, caller, retry_of), True)
+    validate(app, request, caller)
+    body = request.model_dump(mode="json") if retry_of is None else {"retry_of": retry_of}
+    keys = app.store.idempotency
+    held = await keys.claim(key, idempotency.fingerprint(body), caller.tenant)
+    if held.batch_id is not None:
+        return Submitted(held.batch_id, False)
+    try:
+        batch_id = await _store_and_queue(app, request, caller, retry_of, idempotency_key=held.name)
+    except BaseException:
+        await keys.release(held)
+        raise
+    await keys.complete(held, batch_id)
+    return Submitted(batch_id, True)
+
+
+async def retry(app: Services, batch_id: str, caller: Caller = ANYONE, key: str | None = None) -> Submitted:
+    """A new batch of the finished batch's items that did not succeed, linked by `retry_of`."""
+    request = await retry_request(app.store, batch_id)
+    return await submit(app, request, caller, key, retry_of=batch_id)
+
+
+async def dry_run(app: Services, request: BatchRequest, caller: Caller = ANYONE) -> DryRun:
+    """Every check a batch would meet, with each call's would-be status; nothing is stored or queued."""
+    validate(app, request, caller)
+    bounds = Bounds(app.settings.max_argument_bytes, app.settings.max_argument_depth)
+    names = {call.server for call in request.calls if call.server in app.registry}
+    listed = await asyncio.gather(*(app.catalog.tools(name) for name in names), return_exceptions=True)
+    tools = {n: {t.name: t for t in ts} for n, ts in zip(names, listed, strict=True) if isinstance(ts, list)}
+    results = []
+    for index, call in enumerate(request.calls):
+        backend = app.registry.get(call.server)
+        known = tools.get(call.server)
+        refusal = precheck(call.server, call.tool, call.arguments, backend, known, request.read_only, bounds)
+        results.append(
+            DryRunItem(
+                index=index,
+                id=call.id or str(index),
+                server=call.server,
+                tool=call.tool,
+                status=refusal.status if refusal else ItemStatus.pending,
+                error=ItemError.model_validate(refusal.error()) if refusal else None,
+            )
+        )
+    return DryRun(valid=all(r.status is ItemStatus.pending for r in results), results=results)
