@@ -9,8 +9,10 @@ WORKDIR /app
 COPY pyproject.toml uv.lock README.md ./
 RUN uv sync --locked --no-dev --no-install-project
 
+COPY mcp_batch ./mcp_batch
 COPY service ./service
 COPY worker ./worker
+COPY mcp_batch_cli ./mcp_batch_cli
 COPY demo ./demo
 COPY examples ./examples
 RUN uv sync --locked --no-dev

@@ -1,6 +1,6 @@
 """The `mcp-batch` command: dev (everything in one process), api, worker, demo-backend; the client commands
-submit, get and results, which talk to a running server over HTTP (service/remote.py); and status, the operator's
-view, read from Redis directly (service/status.py)."""
+submit, get and results, which talk to a running server over HTTP (mcp_batch_cli/remote.py); and status, the operator's
+view, read from Redis directly (mcp_batch_cli/status.py)."""
 
 from __future__ import annotations
 

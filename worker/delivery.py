@@ -1,6 +1,6 @@
 """Every worker's webhook sender: POST each ended batch's summary to its `webhook_url`, signed, retried with backoff.
 
-Each attempt is claimed in Redis first (service/core/webhook_queue.py), so however many workers run this loop,
+Each attempt is claimed in Redis first (mcp_batch/store/webhook_queue.py), so however many workers run this loop,
 exactly one sends it. The loop wakes on the done channel when a batch ends, else when the next retry is due (at
 least every `sweep_seconds`). An attempt is bounded by 10 s in all (name resolution included) and follows no
 redirect; a 2xx answer delivers the webhook, anything else is retried after an exponential backoff with jitter,

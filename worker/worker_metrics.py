@@ -3,7 +3,7 @@
 The hooks below are called in one line where each event happens (tasks.py, mcp_call.py, gate.py, recovery.py,
 main.py). They find this worker's metrics through a context variable set at start-up, which every job, lane and loop
 of the worker inherits (an asyncio task copies the context it is created in); outside a worker (a test of the gate
-alone) they do nothing. Label values are bounded as service/core/metrics.py says.
+alone) they do nothing. Label values are bounded as mcp_batch/ops/prometheus.py says.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 global one, so an API and a worker sharing a test process keep theirs apart).
 
 The API's are here: counters of submitted batches and of HTTP requests, plus gauges read from Redis at scrape time
-(core/overview.py). The worker's are in worker/metrics.py.
+(mcp_batch/store/overview.py). The worker's are in worker/worker_metrics.py.
 
 Label values stay few whatever callers send: a server label is a configured server's name or `_unknown` (a batch may
 name any server), a route label is the matched route's template (`/v1/batches/{batch_id}`, never the raw path), a
