@@ -9,6 +9,8 @@ WORKDIR /app
 COPY pyproject.toml uv.lock README.md ./
 RUN uv sync --locked --no-dev --no-install-project
 
+COPY mcp_batch ./mcp_batch
+COPY mcp_batch_cli ./mcp_batch_cli
 COPY service ./service
 COPY worker ./worker
 COPY demo ./demo
