@@ -17,78 +17,164 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="MCP_BATCH_", env_nested_delimiter="__", extra="ignore")
 
-    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis that API and workers share.")
-    servers: Path = Field(Path("servers.json"), description="The servers file (mcpServers JSON).")
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description="URL of the Redis that the API, every worker and `mcp-batch status` share.",
+    )
+    servers: Path = Field(
+        Path("servers.json"),
+        description="Path of the servers file: the backends, in the `mcpServers` JSON shape; a bad one stops start-up.",
+    )
     key_prefix: str = Field("mcpb", description="Prefix of every Redis key, so several deployments can share a Redis.")
     auth: Literal["keys", "none"] = Field(
-        "keys", description="`keys`: every route but health needs `Authorization: Bearer <key>`; `none`: no auth."
+        "keys",
+        description="`keys`: the /v1 routes, POST /mcp/tools/call, /mcp and /metrics need `Authorization: Bearer "
+        "<key>` from the keys file; `none`: no auth, every caller is the one tenant `default` with every right.",
     )
-    keys: Path | None = Field(None, description="The keys file (JSON): SHA-256 hashes of API keys, with tenants.")
+    keys: Path | None = Field(
+        None,
+        description="Path of the keys file (JSON): SHA-256 hashes of API keys with their tenants and rights "
+        "(`mcp-batch keys new` makes entries); needed when auth is `keys`.",
+    )
 
-    max_calls_per_batch: int = Field(10_000, ge=1, description="Most calls one batch may hold.")
-    default_max_concurrency: int = Field(16, ge=1, description="A batch's max_concurrency when it gives none.")
-    max_concurrency_ceiling: int = Field(256, ge=1, description="Largest max_concurrency a batch may ask for.")
+    max_calls_per_batch: int = Field(
+        10_000, ge=1, description="Most calls one batch may hold (a key may set fewer); more is a 422."
+    )
+    default_max_concurrency: int = Field(
+        16,
+        ge=1,
+        description="A batch's `max_concurrency` when it gives none: its calls in flight at once, on all workers.",
+    )
+    max_concurrency_ceiling: int = Field(
+        256, ge=1, description="Largest `max_concurrency` a batch may ask for; more is a 422."
+    )
     retention_seconds: int = Field(
-        86_400, ge=1, description="How long a finished batch is kept (a batch may ask for other)."
+        86_400,
+        ge=1,
+        description="How long a batch is kept after it ends (then every route answers 404 for it), unless it sets "
+        "its own `retention_seconds`.",
     )
     retention_ceiling_seconds: int = Field(
-        7 * 86_400, ge=1, description="Longest retention_seconds a batch may ask for."
+        7 * 86_400, ge=1, description="Longest `retention_seconds` a batch may ask for; more is a 422."
     )
     max_unfinished_items: int = Field(
-        1_000_000, ge=1, description="Items queued or running across all batches before POST answers 429."
+        1_000_000,
+        ge=1,
+        description="Backpressure: when the unfinished items of all batches, with the new batch's, would pass this, "
+        "a submit is refused with 429 and nothing is stored.",
     )
-    backpressure_retry_after_seconds: int = Field(5, ge=1, description="Retry-After of a 429 for backpressure.")
-    max_wait_seconds: float = Field(60.0, ge=0, description="Longest ?wait a GET may hold.")
+    backpressure_retry_after_seconds: int = Field(
+        5, ge=1, description="`Retry-After` (seconds) of the 429 a submit gets under backpressure."
+    )
+    max_wait_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="Longest a `GET ?wait=` or the MCP get_batch tool holds the request (the REST `wait` itself is at "
+        "most 60).",
+    )
 
-    max_argument_bytes: int = Field(20_000, ge=2, description="Largest serialized `arguments` of one call.")
-    max_argument_depth: int = Field(8, ge=1, description="Deepest nesting of one call's `arguments`.")
-    response_max_bytes: int = Field(300_000, ge=1024, description="Default budget of a document's `results`.")
-    response_max_bytes_ceiling: int = Field(10_000_000, ge=1024, description="Largest response_max_bytes allowed.")
+    max_argument_bytes: int = Field(
+        20_000,
+        ge=2,
+        description="Largest serialized `arguments` of one call; a larger call ends `invalid_call` without being sent.",
+    )
+    max_argument_depth: int = Field(
+        8,
+        ge=1,
+        description="Deepest nesting of one call's `arguments`; a deeper call ends `invalid_call` without being sent.",
+    )
+    response_max_bytes: int = Field(
+        300_000,
+        ge=1024,
+        description="Default byte budget of a document's `results` (a batch may set `response_max_bytes`); also the "
+        "page size of GET .../items/{item_id}.",
+    )
+    response_max_bytes_ceiling: int = Field(
+        10_000_000, ge=1024, description="Largest `response_max_bytes` a batch may ask for; more is a 422."
+    )
     sync_wait_seconds: float = Field(
         30.0, gt=0, description="How long the synchronous doors (POST /mcp/tools/call, call_tools_batch) wait."
     )
-    gumloop_max_calls: int = Field(5, ge=1, description="Most calls in one POST /mcp/tools/call (Gumloop's cap).")
+    gumloop_max_calls: int = Field(
+        5, ge=1, description="Most calls in one POST /mcp/tools/call (Gumloop's cap); more is a 400."
+    )
 
-    default_timeout_seconds: float = Field(30.0, gt=0, description="Per-call timeout for servers that set none.")
-    max_call_timeout_seconds: float = Field(3_600.0, gt=0, description="Largest timeout_seconds a call may ask for.")
-    connect_timeout_seconds: float = Field(20.0, gt=0, description="Longest time to open a backend session.")
-    tools_refresh_seconds: float = Field(300.0, gt=0, description="How long a backend's cached tools/list is used.")
+    default_timeout_seconds: float = Field(
+        30.0, gt=0, description="Per-call timeout of the servers that set no `timeout_seconds` in the servers file."
+    )
+    max_call_timeout_seconds: float = Field(
+        3_600.0, gt=0, description="Largest `timeout_seconds` one call of a batch may ask for; more is a 422."
+    )
+    connect_timeout_seconds: float = Field(
+        20.0, gt=0, description="Longest time to open a backend session (start or connect, initialize, list its tools)."
+    )
+    tools_refresh_seconds: float = Field(
+        300.0, gt=0, description="How long a backend's tools/list, cached in Redis, is used before it is listed again."
+    )
 
     limit_max_wait_seconds: float = Field(
-        600.0, gt=0, description="Longest a call waits for its backend's rate slot or concurrency lease."
+        600.0,
+        gt=0,
+        description="Longest a call may wait for its backend's concurrency lease and rate slot; a call that would "
+        "wait longer ends `error` (`rate_limited`) at once.",
     )
     limiter: Literal["redis", "local"] = Field(
         "redis", description="`redis`: backend limits hold across all workers; `local`: per process (comparison only)."
     )
-    max_attempts: int = Field(3, ge=1, description="Most sends of a read-only call failing transiently.")
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        description="Most sends of a read-only or idempotent call whose failure is transient (the connection broke, "
+        "HTTP 5xx or 429); any other call is sent once.",
+    )
 
     max_shards: int = Field(16, ge=1, description="Most shards (arq jobs) one batch is split into across workers.")
-    shard_min_items: int = Field(50, ge=1, description="Fewest items per shard: small batches stay in one job.")
+    shard_min_items: int = Field(
+        50,
+        ge=1,
+        description="Fewest items per shard (a batch gets at most one shard per this many), so small batches stay in "
+        "one job.",
+    )
 
-    worker_max_jobs: int = Field(50, ge=1, description="Batches one worker process runs at once.")
+    worker_max_jobs: int = Field(
+        50,
+        ge=1,
+        description="Shard jobs one worker process runs at once (arq's max_jobs); never two shards of one batch.",
+    )
     worker_idle_poll_seconds: float = Field(
         0.5, gt=0, description="Fallback queue poll when no wake-up arrives (new work wakes workers at once)."
     )
-    job_timeout_seconds: int = Field(86_400, ge=1, description="Longest time one batch job may run on a worker.")
-    lease_seconds: float = Field(
-        30.0, ge=1, description="A shard's lease: a worker that stops renewing it (killed) loses its work after this."
+    job_timeout_seconds: int = Field(
+        86_400, ge=1, description="Longest time one shard job may run on a worker (arq's job timeout)."
     )
-    sweep_seconds: float = Field(1.0, gt=0, description="How often each worker looks for lapsed leases and deadlines.")
+    lease_seconds: float = Field(
+        30.0,
+        ge=1,
+        description="A shard job's lease, renewed every third of it: a worker that stops renewing it (killed, frozen) "
+        "has its part taken over by another after this.",
+    )
+    sweep_seconds: float = Field(
+        1.0, gt=0, description="How often each worker looks for lapsed leases, passed deadlines and due webhooks."
+    )
     shutdown_grace_seconds: float = Field(
         10.0, ge=0, description="On SIGTERM, how long in-flight calls may finish before they are cut and handed back."
     )
     cancel_grace_seconds: float = Field(
-        5.0, ge=0, description="After a cancel, how long in-flight calls may finish before they are cut."
+        5.0, ge=0, description="After a cancel, how long in-flight calls may finish before they are cut (`cancelled`)."
     )
 
     retry_base_seconds: float = Field(
-        0.2, ge=0, description="Backoff before a second attempt: up to this, doubling each attempt (full jitter)."
+        0.2,
+        ge=0,
+        description="Backoff of a call's retries: after the n-th failed send, a wait uniform between 0 and this "
+        "* 2^(n-1), at most retry_max_seconds (full jitter).",
     )
     retry_max_seconds: float = Field(5.0, ge=0, description="Longest backoff between two attempts of one call.")
     redis_outage_seconds: float = Field(
         300.0,
         gt=0,
-        description="How long a worker waits out a Redis outage, holding finished results, before an item fails.",
+        description="How long a worker waits out a Redis outage, holding finished results; then its shard job fails "
+        "and another worker takes its part over, as after a crash.",
     )
 
     # Progress events (GET /v1/batches/{id}/events) and completion webhooks.
@@ -107,14 +193,21 @@ class Settings(BaseSettings):
         "empty: webhooks are refused.",
     )
     webhook_secret: SecretStr | None = Field(
-        None, description="Key of the webhook's HMAC-SHA256 signature; without it webhooks are refused."
+        None,
+        description="Key of the webhooks' HMAC-SHA256 signature (`X-MCP-Batch-Signature`); unset: webhooks are "
+        "refused.",
     )
     webhook_allow_private: bool = Field(
-        False, description="Deliver webhooks to hosts resolving to loopback, private or link-local addresses."
+        False,
+        description="Deliver webhooks to hosts resolving to loopback, private or link-local addresses (a receiver on "
+        "the same machine or network).",
     )
     webhook_max_attempts: int = Field(8, ge=1, description="Most deliveries of one webhook before it is given up.")
     webhook_backoff_base_seconds: float = Field(
-        1.0, ge=0, description="Backoff after a webhook's first failed delivery; it doubles each attempt (to 5 min)."
+        1.0,
+        ge=0,
+        description="Backoff after a webhook's first failed delivery; it doubles each attempt, up to 5 min, with "
+        "jitter.",
     )
 
     @field_validator("webhook_allow")
@@ -129,7 +222,10 @@ class Settings(BaseSettings):
         10 * 1024 * 1024, ge=1, description="Largest request body on any route; a larger one is refused with 413."
     )
     max_json_depth: int = Field(
-        64, ge=2, description="Deepest nesting of a JSON request body (arrays and objects); deeper is a 422."
+        64,
+        ge=2,
+        description="Deepest nesting of a JSON request body (arrays and objects); deeper is a 422 (at the Gumloop "
+        "door, 400).",
     )
     max_result_bytes: int = Field(
         1024 * 1024,
@@ -148,10 +244,15 @@ class Settings(BaseSettings):
         False, description="Serve the API's /metrics without an API key even when auth is on (MCP_BATCH_AUTH=keys)."
     )
     log_format: Literal["text", "json"] = Field(
-        "text", description="`text`: one readable line per record; `json`: one JSON object per line, with ids."
+        "text",
+        description="Logs of `mcp-batch api`, `worker` and `dev`: `text`, one readable line per record; `json`, one "
+        "JSON object per line, with batch, job and item ids.",
     )
     ready_worker_seconds: float = Field(
-        30.0, gt=0, description="/readyz and `mcp-batch status` need a worker heartbeat at most this old."
+        30.0,
+        gt=0,
+        description="A worker is alive when its heartbeat is at most this old: for /readyz, `mcp-batch status` and "
+        "the mcp_batch_workers_live gauge.",
     )
 
 
