@@ -24,7 +24,7 @@ from .core.store import Store
 from .core.tenants import load_keys
 from .errors import install_error_handlers
 from .mcp_endpoint import build_mcp_server, mcp_routes
-from .routes import batches, events, gumloop, health, servers
+from .routes import batches, dashboard, events, gumloop, health, servers
 from .routes import metrics as metrics_routes
 
 
@@ -83,5 +83,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(gumloop.router)
     app.include_router(health.router)
     app.include_router(metrics_routes.router)
+    app.include_router(dashboard.router)
     app.router.routes.extend(mcp_routes(mcp, keyring))  # the MCP endpoint at /mcp (and /mcp/)
     return app
