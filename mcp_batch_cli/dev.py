@@ -136,6 +136,7 @@ async def run_dev(host: str, port: int) -> None:
         base = f"http://{host}:{port}"
         print(
             f"\nmcp-batch dev is running at {base}  (docs: {base}/docs)\n"
+            f"  dashboard: {base}/ui/\n"
             f"  redis:    {redis_desc}\n"
             f"  servers:  {servers} (demo over stdio, demo_http on port {demo_port})\n"
             f"  try:      curl -s -X POST {base}/v1/batches -H 'content-type: application/json' "

@@ -25,7 +25,7 @@ from service.doors import gumloop
 from service.doors.mcp_door import build_mcp_server, mcp_routes
 from service.http_errors import install_error_handlers
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
-from service.routes import batches, health, servers
+from service.routes import batches, dashboard, health, servers
 from service.routes import scrape as metrics_routes
 from service.routes import stream as events
 
@@ -86,5 +86,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(gumloop.router)
     app.include_router(health.router)
     app.include_router(metrics_routes.router)
+    app.include_router(dashboard.router)
     app.router.routes.extend(mcp_routes(mcp, keyring))  # the MCP endpoint at /mcp (and /mcp/)
     return app

@@ -1,0 +1,95 @@
+"""The dashboard at /ui: static files (service/ui/) for a page that reads the REST API from the browser.
+
+The files need no key: they hold no data, and the page asks the API for everything with the caller's own key, so a
+tenant sees there exactly what the API shows it. A strict Content-Security-Policy (scripts, styles and requests from
+this origin only, no inline script or style, no frames, no plugins) keeps whatever a tool returned, shown in the
+page, from ever running as code there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+UI_DIR = Path(__file__).resolve().parent.parent / "ui"
+
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "img-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
+
+_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",  # always revalidated (cheaply, by ETag), so a new release is seen at once
+}
+
+router = APIRouter(include_in_schema=False)
+
+
+@dataclass(frozen=True)
+class Asset:
+    body: bytes
+    media_type: str
+    etag: str
+
+
+@cache
+def assets() -> dict[str, Asset]:
+    """The dashboard's files by name, read once."""
+    found = {}
+    for path in sorted(UI_DIR.iterdir()):
+        media_type = _TYPES.get(path.suffix)
+        if media_type is not None and path.is_file():
+            body = path.read_bytes()
+            found[path.name] = Asset(body, media_type, '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
+    return found
+
+
+def _serve(name: str, request: Request) -> Response:
+    asset = assets().get(name)
+    if asset is None:
+        return JSONResponse({"detail": "not found"}, status_code=404, headers={"X-Content-Type-Options": "nosniff"})
+    headers = _HEADERS | {"ETag": asset.etag}
+    if request.headers.get("if-none-match") == asset.etag:
+        return Response(status_code=304, headers=headers)
+    return Response(asset.body, media_type=asset.media_type, headers=headers)
+
+
+@router.get("/ui")
+async def dashboard_root() -> Response:
+    # Relative, so the page's own relative links (assets, the API beside it) work behind a path prefix too.
+    return RedirectResponse("ui/", status_code=307)
+
+
+@router.get("/ui/")
+async def dashboard(request: Request) -> Response:
+    """The dashboard's page; which view it shows is in the URL's fragment (#/batches, #/batch/<id>, #/backends)."""
+    return _serve("index.html", request)
+
+
+@router.get("/ui/{name}")
+async def dashboard_asset(name: str, request: Request) -> Response:
+    """One of the page's scripts, its style sheet or its icon (the files of service/ui/, nothing else)."""
+    return _serve(name, request)
