@@ -29,6 +29,7 @@ from mcp_batch.keys import Keys
 from mcp_batch.ops.outage import with_redis_retry
 from mcp_batch.settings import Settings
 from service.http_errors import install_error_handlers
+from service.middleware import StorageUnavailable
 from tests.support import (
     HttpBackendProcess,
     call_backend,
@@ -214,6 +215,7 @@ async def test_a_stream_that_loses_redis_midway_is_cut_short_without_a_traceback
 ) -> None:
     app = FastAPI()
     install_error_handlers(app)
+    app.add_middleware(StorageUnavailable)
 
     @app.get("/lines")
     async def lines() -> StreamingResponse:

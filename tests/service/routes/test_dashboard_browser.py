@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
+
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
-
 from service.routes.dashboard import CONTENT_SECURITY_POLICY, UI_DIR
 from tests.support import ServiceHandle, finished, running_service, submit
 
