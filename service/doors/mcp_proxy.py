@@ -14,7 +14,7 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, ListToolsResult, Tool, ToolAnnotations
+from mcp.types import INVALID_PARAMS, Tool, ToolAnnotations
 
 from mcp_batch.models import ToolInfo
 from mcp_batch.settings import Settings
@@ -65,19 +65,26 @@ class ProxyTools:
         return (server, tool) if tool else None
 
     async def listing(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Middleware: `tools/list` pages through the batch tools, then the proxied ones."""
+        """Middleware: `tools/list` pages through the batch tools, then the proxied ones.
+
+        Every page goes through the SDK's own tools/list first, for its answer as the wire has it on this protocol
+        version (result type, server info); the batch tools are kept on the first page, the proxied ones added.
+        """
         if ctx.method != "tools/list" or ctx.request_id is None or not current_caller.get().proxy:
             return await call_next(ctx)
         cursor = (ctx.params or {}).get("cursor")
         start = 0 if cursor is None else _offset(cursor)
-        own: list[Tool] = []
-        if cursor is None:
-            result = await call_next(ctx)
-            own = result.tools if isinstance(result, ListToolsResult) else []
+        wire = await call_next(ctx)
+        if not isinstance(wire, dict):
+            return wire
         visible = await visible_tools(self._services(), current_caller.get())
         page = [_listed(server, info) for server, info in visible[start : start + self._page]]
-        more = start + self._page < len(visible)
-        return ListToolsResult(tools=own + page, next_cursor=f"{_CURSOR}{start + self._page}" if more else None)
+        own = list(wire.get("tools") or []) if cursor is None else []
+        listed = own + [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in page]
+        answer = {key: value for key, value in wire.items() if key != "nextCursor"} | {"tools": listed}
+        if start + self._page < len(visible):
+            answer["nextCursor"] = f"{_CURSOR}{start + self._page}"
+        return answer
 
 
 def _offset(cursor: Any) -> int:
