@@ -171,12 +171,16 @@ async def test_tasks_methods_and_task_notifications_need_the_capability(mcp: htt
         assert reply.error["data"]["requiredCapabilities"] == {"extensions": {TASKS: {}}}
 
 
-async def test_mcp_name_is_accepted_but_never_required(mcp: httpx.AsyncClient) -> None:
+async def test_mcp_name_is_accepted_but_never_required_and_request_state_is_neither_issued_nor_read(
+    mcp: httpx.AsyncClient,
+) -> None:
     task_id = task_of((await call_tool(mcp, "submit_batch", {"calls": [SLOW]})).result)
     without = await rpc(mcp, "tasks/get", {"taskId": task_id})
     other = await rpc(mcp, "tasks/get", {"taskId": task_id}, name="another-name")
     right = await get_task(mcp, task_id)
-    assert {reply.result["taskId"] for reply in (without, other, right)} == {task_id}
+    forged = await rpc(mcp, "tasks/get", {"taskId": task_id, "requestState": "forged"}, name=task_id)  # never read
+    assert {reply.result["taskId"] for reply in (without, other, right, forged)} == {task_id}
+    assert "requestState" not in right.result
 
 
 async def test_tasks_result_is_not_a_method(mcp: httpx.AsyncClient) -> None:
