@@ -286,8 +286,10 @@ class ToolInfo(BaseModel):
     """A backend tool as its tools/list describes it."""
 
     name: str
+    title: str | None = None
     description: str | None = None
     input_schema: dict[str, Any] = Field(default_factory=dict)
+    output_schema: dict[str, Any] | None = Field(None, description="The structured result's schema, when declared.")
     annotations: dict[str, Any] | None = None
 
 

@@ -254,6 +254,24 @@ class Settings(BaseSettings):
         description="A worker is alive when its heartbeat is at most this old: for /readyz, `mcp-batch status` and "
         "the mcp_batch_workers_live gauge.",
     )
+    # The MCP door at /mcp: tasks (SEP-2663) and the proxy of every backend tool.
+    mcp_task_wait_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="How long a tools/call from a client that declared the tasks extension waits for its batch "
+        "before it is answered with a task (io.modelcontextprotocol/tasks) instead of the result.",
+    )
+    mcp_task_poll_ms: int = Field(
+        1_000, ge=1, description="The pollIntervalMs a task suggests to its client between two tasks/get."
+    )
+    mcp_proxy: bool = Field(
+        False,
+        description="The MCP door also lists every tool of every backend as `server__tool` (with the backend's own "
+        "schemas and annotations) to keys with the `proxy` right, and runs each call of one as a batch of one.",
+    )
+    mcp_proxy_page_size: int = Field(
+        100, ge=1, le=10_000, description="Most proxied tools in one page of the MCP door's tools/list."
+    )
 
 
 @lru_cache

@@ -3,11 +3,12 @@
 The keys file (`MCP_BATCH_KEYS`, JSON) holds only SHA-256 hashes of keys, never the keys themselves:
 
     {"keys": [{"sha256": "<hex>", "tenant": "acme", "name": "ci", "servers": ["time", "docs"], "write": false,
-               "max_calls_per_batch": 1000, "max_unfinished_items": 50000, "rate_share": 0.5}]}
+               "max_calls_per_batch": 1000, "max_unfinished_items": 50000, "rate_share": 0.5, "proxy": true}]}
 
 `servers` is a list of server names or "*"; `write` lets the key run write tools (`read_only: false`); the ceilings
 are the key's own, within the service's; `rate_share` is the fraction of each backend's rate limit the tenant's
-calls may use together (all its keys share one bucket per backend).
+calls may use together (all its keys share one bucket per backend); `proxy` lets the key see and call every
+backend tool directly on the MCP door (`server__tool`, when the service turns the proxy on with MCP_BATCH_MCP_PROXY).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class KeyEntry(BaseModel):
     max_calls_per_batch: int | None = Field(None, ge=1)
     max_unfinished_items: int | None = Field(None, ge=1)
     rate_share: float | None = Field(None, gt=0, le=1)
+    proxy: bool = Field(False, description="May list and call backend tools directly on the MCP door.")
 
 
 class KeyFile(BaseModel):
@@ -61,6 +63,7 @@ class Caller:
     rate_share: float | None = None
     name: str | None = None
     keyed: bool = True  # False only with auth off: there is no key, so no tenant to hold a team to
+    proxy: bool = True  # the MCP door's proxied backend tools (keys get it only from the keys file)
 
     def may_call(self, server: str) -> bool:
         return self.servers is None or server in self.servers
@@ -92,6 +95,7 @@ class KeyRing:
                 max_unfinished_items=e.max_unfinished_items,
                 rate_share=e.rate_share,
                 name=e.name,
+                proxy=e.proxy,
             )
             for e in entries
         }

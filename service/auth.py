@@ -7,6 +7,7 @@ tenant with every right.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Annotated, Any
 
@@ -56,9 +57,12 @@ AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
 class Authenticated:
     """An ASGI app behind the same check: 401 without a valid key, else the caller is set for the request."""
 
-    def __init__(self, app: ASGIApp, keyring: KeyRing | None) -> None:
+    def __init__(
+        self, app: ASGIApp, keyring: KeyRing | None, reject: Callable[[str], JSONResponse] | None = None
+    ) -> None:
         self.app = app
         self.keyring = keyring
+        self.reject = reject or unauthorized  # the 401 answer, in the door's own error shape
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -68,7 +72,7 @@ class Authenticated:
         try:
             caller = identify(headers.get("authorization"), self.keyring)
         except Unauthenticated as exc:
-            await unauthorized(str(exc))(scope, receive, send)
+            await self.reject(str(exc))(scope, receive, send)
             return
         token = current_caller.set(caller)
         try:

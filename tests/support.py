@@ -252,6 +252,12 @@ async def live_workers(redis: Any, count: int) -> None:
             await asyncio.sleep(0.05)
 
 
+def most_in_window(times: list[float], window: float) -> int:
+    """The most arrival times that fall within any span of `window` seconds."""
+    times = sorted(times)
+    return max(sum(1 for t in times[i:] if t < start + window) for i, start in enumerate(times))
+
+
 def stamps(server: str, n: int, seconds: float = 0.0) -> list[dict[str, Any]]:
     """`n` calls of the demo backend's `stamp` tool (it records each arrival and the calls in flight)."""
     return [{"server": server, "tool": "stamp", "arguments": {"seconds": seconds}} for _ in range(n)]

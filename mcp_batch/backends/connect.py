@@ -82,8 +82,10 @@ async def list_tools(client: Client) -> list[ToolInfo]:
             tools.append(
                 ToolInfo(
                     name=tool.name,
+                    title=tool.title,
                     description=tool.description,
                     input_schema=tool.input_schema,
+                    output_schema=tool.output_schema,
                     annotations=annotations,
                 )
             )

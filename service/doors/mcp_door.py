@@ -1,42 +1,50 @@
 """The MCP front door: an agent batches calls to many backends in one tool call, over streamable HTTP at `/mcp`.
 
-Four tools — `call_tools_batch`, `submit_batch`, `get_batch`, `list_servers` — over the same core as the REST routes:
-a batch is submitted through `Services.submit`, so it is validated, stored, queued and run by the workers exactly as
-one POSTed to `/v1/batches` is, and its id works on either door.
-
-Failures come back as tool errors (`isError`) listing each problem's location and message, never a submitted value:
-a secret in a call's `arguments` must not be echoed into the agent's transcript. That covers the SDK's own argument
-validation too, whose message would quote the offending input (see `_Tool`).
+Five tools — `call_tools_batch`, `submit_batch`, `get_batch`, `get_item`, `list_servers` — over the same core as the
+REST routes: a batch is submitted through `submitting.submit`, so it is validated, stored, queued and run by the
+workers exactly as one POSTed to `/v1/batches` is, and its id works on either door. The batch tools take every
+option REST takes. Answers are compact JSON (mcp_render.py); unknown arguments and core errors are tool errors that
+name each problem and never a submitted value (mcp_strict.py). A client that declares the tasks extension may get a
+task for a long batch (mcp_tasks.py); with the proxy on, every backend tool is listed too (mcp_proxy.py).
 """
 
 # No `from __future__ import annotations` here: the SDK reads each tool's parameter types (and their descriptions,
 # which carry the configured limits) from the live annotations of functions defined inside `build_mcp_server`.
-import logging
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated
 
+from mcp.server.context import ServerMiddleware
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.tools import Tool
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import ToolAnnotations
-from pydantic import Field, ValidationError
-from redis.exceptions import RedisError
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
 from starlette.routing import Route
 
-from mcp_batch.errors import Backpressure, BatchNotFound, Conflict, Forbidden, InvalidBatch
-from mcp_batch.models import MAX_OFFSET, BatchDocument, BatchRequest, Call, Mode, OnError, ServerInfo
+from mcp_batch.models import (
+    MAX_DEADLINE_SECONDS,
+    MAX_OFFSET,
+    BatchDocument,
+    BatchRequest,
+    Call,
+    ItemPage,
+    Mode,
+    OnError,
+    ServerInfo,
+)
 from mcp_batch.settings import Settings
+from mcp_batch.store.idempotency import MAX_KEY_LENGTH, check_key
 from mcp_batch.tenants import KeyRing
 from service.application import reading, submitting
 from service.application.backends_info import describe_servers
 from service.application.services import Services, owned
 from service.auth import Authenticated, current_caller
-
-logger = logging.getLogger(__name__)
+from service.doors.mcp_proxy import ProxyTools
+from service.doors.mcp_render import document_result, item_result, listing_result
+from service.doors.mcp_strict import StrictTool, tool_errors
+from service.doors.mcp_tasks import BatchTasks, listen_gate, wait_cap
+from service.doors.mcp_unauthorized import jsonrpc_unauthorized
 
 # Running tools on arbitrary backends: it may write (read_only=false) and the backends are outside this service.
 _RUNS_TOOLS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
@@ -45,7 +53,8 @@ _READS = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_h
 
 _INSTRUCTIONS = (
     "Batches of MCP tool calls to the backends this service is configured with (list_servers shows them and their "
-    "tools). Use call_tools_batch when one turn needs many calls; submit_batch + get_batch for long batches."
+    "tools). Use call_tools_batch when one turn needs many calls; submit_batch + get_batch for long batches; "
+    "get_item for one result whole."
 )
 
 _BATCH_HELP = """
@@ -55,62 +64,49 @@ in the batch (default: its index). The calls run on the service's workers under 
 limits: `mode="concurrent"` runs up to `max_concurrency` at once, `"serial"` one after another in order. One call's \
 failure does not stop the rest unless `on_error="stop"` (then nothing new starts and the rest are `skipped`).
 
+References: an argument that is exactly `"@<id>.<field>"` takes that field of an earlier call's result (its \
+structured content, or its one text block parsed as JSON), keeping its JSON type; the call waits for that one. Path \
+parts are object keys or list indexes. Example: `[{"id": "user", "server": "crm", "tool": "find_user", \
+"arguments": {"name": "Ada"}}, {"server": "mail", "tool": "send", "arguments": {"to": "@user.email"}}]`; \
+`"@user.emails.0"` is the first of a list. A string whose `@<id>` is no earlier call's id is plain text.
+
 With `read_only=true` (the default) only read-only tools run (annotated readOnlyHint, or listed read-only in the \
 servers file); any other call ends `blocked` and never reaches its backend. `read_only=false` lets write and \
 destructive tools run. This tool carries the authority of every tool it can call: a client rule keyed on a nested \
 tool's name does not fire for a call made through it.
 
 The document: `status` (queued, running, cancelling, then completed, cancelled or expired), `ok` (true only when \
-ended and every call is ok), `counts`, \
-`failed_ids`, and `results` in call order, each with its `status` (ok, error, timeout, blocked, unknown_server, \
-unknown_tool, skipped, ...), `content`, `structured_content` and `error` (`code`, `message`). A malformed batch (no \
-calls, duplicate ids, too many calls) is refused whole, listing each problem's location; nothing is run."""
+ended and every call is ok), `counts`, `failed_ids`, and `results` in call order, each with its `status` (ok, error, \
+timeout, blocked, unknown_server, unknown_tool, skipped, ...), `content`, `structured_content` and `error` (`code`, \
+`message`); fields that are null are left out. The answer is `isError` once the batch has ended with any call \
+failed. `results` holds what `response_max_bytes` allows: `next_offset` pages on (get_batch), a shrunk item says \
+`truncated` (get_item reads it whole). Unknown arguments, and a malformed batch (no calls, duplicate ids, too many \
+calls), are refused whole, naming each problem; nothing is run."""
+
+
+def _about(name: str) -> str | None:
+    return BatchRequest.model_fields[name].description
+
 
 CallsArg = Annotated[list[Call], Field(description="The calls, in order: {id?, server, tool, arguments?} each.")]
-ModeArg = Annotated[Mode, Field(description="`concurrent`: up to max_concurrency at once; `serial`: in order.")]
-OnErrorArg = Annotated[OnError, Field(description="`stop`: start nothing new after the first failing call.")]
-ConcurrencyArg = Annotated[
-    int | None, Field(ge=1, description="Calls of this batch in flight at once; default from the service.")
+ModeArg = Annotated[Mode, Field(description=_about("mode"))]
+OnErrorArg = Annotated[OnError, Field(description=_about("on_error"))]
+ConcurrencyArg = Annotated[int | None, Field(ge=1, description=_about("max_concurrency"))]
+ReadOnlyArg = Annotated[bool, Field(description=_about("read_only"))]
+BudgetArg = Annotated[int | None, Field(ge=1024, description=_about("response_max_bytes"))]
+DeadlineArg = Annotated[float | None, Field(gt=0, le=MAX_DEADLINE_SECONDS, description=_about("deadline_seconds"))]
+RetentionArg = Annotated[int | None, Field(ge=1, description=_about("retention_seconds"))]
+WebhookArg = Annotated[str | None, Field(description=_about("webhook_url"))]
+KeyArg = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=MAX_KEY_LENGTH,
+        description="As REST's Idempotency-Key: the same key again with the same batch answers with the batch the "
+        "first call made (nothing new is run); with a different batch it is refused.",
+    ),
 ]
-ReadOnlyArg = Annotated[bool, Field(description="Run only read-only tools; others end `blocked` (default true).")]
-
-
-class _Tool(Tool):
-    """A tool whose argument errors name each field and problem, never the value given (it may be a secret)."""
-
-    async def run(self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False) -> Any:
-        try:
-            return await super().run(arguments, context, convert_result=convert_result)
-        except ToolError as exc:
-            # The SDK reports arguments that fail the input schema as a ToolError caused by pydantic's error, whose
-            # text quotes each input; a crash (UnexpectedToolError) already carries no detail.
-            if type(exc) is not ToolError or not isinstance(exc.__cause__, ValidationError):
-                raise
-            problems = [(tuple(e["loc"]), e["msg"]) for e in exc.__cause__.errors()]
-            raise ToolError(_problems(f"Error executing tool {self.name}: invalid arguments", problems)) from None
-
-
-def _problems(title: str, problems: Sequence[tuple[tuple[str | int, ...], str]]) -> str:
-    lines = [f"- {'.'.join(map(str, loc)) or '(arguments)'}: {msg}" for loc, msg in problems]
-    return "\n".join([f"{title}; nothing was run:", *lines])
-
-
-@contextmanager
-def _tool_errors() -> Iterator[None]:
-    """Core errors as tool errors the agent can act on (the REST door maps the same ones to 422/404/503)."""
-    try:
-        yield
-    except InvalidBatch as exc:
-        raise ToolError(_problems("invalid batch", [(p.loc, p.msg) for p in exc.problems])) from None
-    except Forbidden as exc:
-        raise ToolError(_problems("not allowed for this key", [(p.loc, p.msg) for p in exc.problems])) from None
-    except (Backpressure, Conflict) as exc:
-        raise ToolError(str(exc)) from None
-    except BatchNotFound:
-        raise ToolError("no batch with that id (it never existed, or it has expired)") from None
-    except RedisError as exc:
-        logger.error("Redis error: %s", type(exc).__name__)
-        raise ToolError("storage unavailable, try again shortly") from None
+BatchIdArg = Annotated[str, Field(description="The `id` of a batch document.")]
 
 
 def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MCPServer:
@@ -121,19 +117,52 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
         Field(ge=0, description=f"Seconds to wait for the batch to finish (at most {sync_wait:g}); then the document."),
     ]
 
+    async def submitted(
+        calls: list[Call],
+        mode: Mode,
+        on_error: OnError,
+        max_concurrency: int | None,
+        read_only: bool,
+        response_max_bytes: int | None,
+        deadline_seconds: float | None,
+        retention_seconds: int | None,
+        webhook_url: str | None,
+        idempotency_key: str | None,
+    ) -> str:
+        """Submit (once per idempotency key), as POST /v1/batches does; the batch id."""
+        try:
+            check_key(idempotency_key)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        request = BatchRequest(
+            calls=calls,
+            mode=mode,
+            on_error=on_error,
+            max_concurrency=max_concurrency,
+            read_only=read_only,
+            response_max_bytes=response_max_bytes,
+            deadline_seconds=deadline_seconds,
+            retention_seconds=retention_seconds,
+            webhook_url=webhook_url,
+        )
+        return (await submitting.submit(services(), request, current_caller.get(), idempotency_key)).batch_id
+
     async def submit_batch(
         calls: CallsArg,
         mode: ModeArg = Mode.concurrent,
         on_error: OnErrorArg = OnError.continue_,
         max_concurrency: ConcurrencyArg = None,
         read_only: ReadOnlyArg = True,
-    ) -> BatchDocument:
-        with _tool_errors():
-            request = BatchRequest(
-                calls=calls, mode=mode, on_error=on_error, max_concurrency=max_concurrency, read_only=read_only
-            )
-            app = services()
-            return await reading.document(app, (await submitting.submit(app, request, current_caller.get())).batch_id)
+        response_max_bytes: BudgetArg = None,
+        deadline_seconds: DeadlineArg = None,
+        retention_seconds: RetentionArg = None,
+        webhook_url: WebhookArg = None,
+        idempotency_key: KeyArg = None,
+    ) -> Annotated[CallToolResult, BatchDocument]:
+        options = (response_max_bytes, deadline_seconds, retention_seconds, webhook_url, idempotency_key)
+        with tool_errors():
+            batch_id = await submitted(calls, mode, on_error, max_concurrency, read_only, *options)
+            return document_result(await reading.document(services(), batch_id))
 
     async def call_tools_batch(
         calls: CallsArg,
@@ -141,60 +170,98 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
         on_error: OnErrorArg = OnError.continue_,
         max_concurrency: ConcurrencyArg = None,
         read_only: ReadOnlyArg = True,
+        response_max_bytes: BudgetArg = None,
+        deadline_seconds: DeadlineArg = None,
+        retention_seconds: RetentionArg = None,
+        webhook_url: WebhookArg = None,
+        idempotency_key: KeyArg = None,
         wait_seconds: WaitArg = sync_wait,
-    ) -> BatchDocument:
-        submitted = await submit_batch(calls, mode, on_error, max_concurrency, read_only)
-        with _tool_errors():
-            return await reading.read(services(), submitted.id, min(wait_seconds, sync_wait))
+    ) -> Annotated[CallToolResult, BatchDocument]:
+        options = (response_max_bytes, deadline_seconds, retention_seconds, webhook_url, idempotency_key)
+        cap = wait_cap.get()  # set when the client takes a task instead of a long wait
+        wait = min(wait_seconds, sync_wait) if cap is None else min(wait_seconds, sync_wait, cap)
+        with tool_errors():
+            batch_id = await submitted(calls, mode, on_error, max_concurrency, read_only, *options)
+            return document_result(await reading.read(services(), batch_id, wait))
 
     async def get_batch(
-        batch_id: Annotated[str, Field(description="The `id` of a batch document.")],
+        batch_id: BatchIdArg,
         wait_seconds: Annotated[
             float, Field(ge=0, description=f"Wait up to this long for the batch to finish (at most {max_wait:g}).")
         ] = 0,
         offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="First item of `results` to return.")] = 0,
         limit: Annotated[int | None, Field(ge=1, le=10_000, description="Most items of `results` to return.")] = None,
-    ) -> BatchDocument:
-        with _tool_errors():
+    ) -> Annotated[CallToolResult, BatchDocument]:
+        with tool_errors():
             app = services()
             await owned(app, batch_id, current_caller.get())
-            return await reading.read(app, batch_id, wait_seconds, offset, limit)
+            return document_result(await reading.read(app, batch_id, wait_seconds, offset, limit))
 
-    async def list_servers() -> list[ServerInfo]:
-        with _tool_errors():
-            return await describe_servers(services(), current_caller.get())
+    async def get_item(
+        batch_id: BatchIdArg,
+        item_id: Annotated[str, Field(min_length=1, description="The item's `id` (its call's id, or its index).")],
+        cursor: Annotated[
+            str | None, Field(pattern=r"^\d+\.\d+$", description="The `next_cursor` of the page before.")
+        ] = None,
+    ) -> Annotated[CallToolResult, ItemPage]:
+        with tool_errors():
+            app = services()
+            await owned(app, batch_id, current_caller.get())
+            return item_result(await reading.item(app, batch_id, item_id, cursor))
+
+    async def list_servers() -> Annotated[CallToolResult, list[ServerInfo]]:
+        with tool_errors():
+            return listing_result(await describe_servers(services(), current_caller.get()))
 
     tools = [
-        _Tool.from_function(
+        StrictTool.build(
             call_tools_batch,
-            description="Run a batch of MCP tool calls on the configured backends and return one document with "
-            f"every call's result. Waits up to `wait_seconds` (at most {sync_wait:g}) for the batch to finish; a "
-            "document still `queued` or `running` carries the `id` to pass to get_batch for the rest." + _BATCH_HELP,
-            annotations=_RUNS_TOOLS,
+            "Run a batch of MCP tool calls on the configured backends and return one document with every call's "
+            f"result. Waits up to `wait_seconds` (at most {sync_wait:g}) for the batch to finish; a document still "
+            "`queued` or `running` carries the `id` to pass to get_batch for the rest." + _BATCH_HELP,
+            _RUNS_TOOLS,
         ),
-        _Tool.from_function(
+        StrictTool.build(
             submit_batch,
-            description="Queue a batch of MCP tool calls and return its document at once (status `queued`); read it "
-            "later with get_batch. For batches that take longer than one turn should wait." + _BATCH_HELP,
-            annotations=_RUNS_TOOLS,
+            "Queue a batch of MCP tool calls and return its document at once (status `queued`); read it later with "
+            "get_batch. For batches that take longer than one turn should wait." + _BATCH_HELP,
+            _RUNS_TOOLS,
         ),
-        _Tool.from_function(
+        StrictTool.build(
             get_batch,
-            description="The document of a batch submitted earlier (by call_tools_batch, submit_batch or the REST "
-            f"API). `wait_seconds` > 0 holds the call until the batch completes or that time passes (at most "
-            f"{max_wait:g}); `offset`/`limit` return one page of `results`. Results are kept for "
+            "The document of a batch submitted earlier (by call_tools_batch, submit_batch or the REST API). "
+            f"`wait_seconds` > 0 holds the call until the batch completes or that time passes (at most {max_wait:g}); "
+            f"`offset`/`limit` return one page of `results`. Results are kept for "
             f"{settings.retention_seconds // 3600} h after a batch finishes.",
-            annotations=_READS,
+            _READS,
         ),
-        _Tool.from_function(
+        StrictTool.build(
+            get_item,
+            "One item of a batch, whole (as GET /v1/batches/{id}/items/{item_id}): for an item the document shrank "
+            "to fit its budget (`truncated`). When its content is larger than one answer, a page of it and "
+            "`next_cursor`: call again with `cursor` for the next page (structured content comes on the first).",
+            _READS,
+        ),
+        StrictTool.build(
             list_servers,
-            description="The backends a batch can call: each one's name, transport, timeout, limits and their current "
-            "use, and its tools with input schemas and annotations (readOnlyHint: runs in a read_only batch). A "
-            "backend that cannot be reached is listed with `tools: null` and `tools_error`.",
-            annotations=_READS,
+            "The backends a batch can call: each one's name, transport, timeout, limits and their current use, and "
+            "its tools with input schemas and annotations (readOnlyHint: runs in a read_only batch). A backend that "
+            "cannot be reached is listed with `tools: null` and `tools_error`.",
+            _READS,
         ),
     ]
-    return MCPServer("mcp-batch", instructions=_INSTRUCTIONS, tools=tools, log_level="WARNING")
+    proxy = ProxyTools(services, settings) if settings.mcp_proxy else None
+    middleware: list[ServerMiddleware[object]] = [listen_gate]
+    if proxy is not None:
+        middleware.append(proxy.listing)
+    return MCPServer(
+        "mcp-batch",
+        instructions=_INSTRUCTIONS,
+        tools=list(tools),
+        log_level="WARNING",
+        extensions=[BatchTasks(services, settings, proxy)],
+        middleware=middleware,
+    )
 
 
 def mcp_routes(server: MCPServer, keyring: KeyRing | None) -> list[Route]:
@@ -215,5 +282,5 @@ def mcp_routes(server: MCPServer, keyring: KeyRing | None) -> list[Route]:
         # Starlette's TrustedHostMiddleware). POSTs must still be application/json (the SDK checks that regardless).
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    endpoint = Authenticated(StreamableHTTPASGIApp(server.session_manager), keyring)
+    endpoint = Authenticated(StreamableHTTPASGIApp(server.session_manager), keyring, jsonrpc_unauthorized)
     return [Route("/mcp", endpoint), Route("/mcp/", endpoint)]

@@ -12,7 +12,16 @@ import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.settings import Settings
-from tests.support import HttpBackendProcess, call_backend, finished, live_workers, stamps, submit, worker_processes
+from tests.support import (
+    HttpBackendProcess,
+    call_backend,
+    finished,
+    live_workers,
+    most_in_window,
+    stamps,
+    submit,
+    worker_processes,
+)
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -22,11 +31,6 @@ def servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[
     servers["limited"] = {"url": fresh_backend.url, "rate_limit": {"per_second": 20, "burst": 4}}
     servers["capped"] = {"url": fresh_backend.url, "max_concurrency": 3}
     return servers
-
-
-def most_in_window(times: list[float], window: float) -> int:
-    times = sorted(times)
-    return max(sum(1 for t in times[i:] if t < start + window) for i, start in enumerate(times))
 
 
 async def test_a_rate_limit_holds_across_worker_processes(

@@ -18,9 +18,9 @@ def mcp_url(service: ServiceHandle) -> str:
     return f"{service.base_url}/mcp/"
 
 
-def document(result: CallToolResult) -> dict[str, Any]:
-    """The batch document a batch tool answered with (its structured content)."""
-    assert not result.is_error, result.content
+def document(result: CallToolResult, failed: bool = False) -> dict[str, Any]:
+    """The batch document a batch tool answered with (its structured content); `isError` only when a call failed."""
+    assert result.is_error is failed, result.content
     assert isinstance(result.structured_content, dict)
     return result.structured_content
 
@@ -30,10 +30,10 @@ def error_text(result: CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
-async def test_list_tools_shows_the_four_tools_with_output_schemas_and_annotations(service: ServiceHandle) -> None:
+async def test_list_tools_shows_the_five_tools_with_output_schemas_and_annotations(service: ServiceHandle) -> None:
     async with Client(mcp_url(service)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(tools) == {"call_tools_batch", "submit_batch", "get_batch", "list_servers"}
+    assert set(tools) == {"call_tools_batch", "submit_batch", "get_batch", "get_item", "list_servers"}
     for tool in tools.values():
         assert tool.description and tool.output_schema and tool.annotations, tool.name
     batch = tools["call_tools_batch"]
@@ -68,7 +68,7 @@ async def test_call_tools_batch_runs_calls_on_both_backends_and_returns_the_comp
 async def test_a_read_only_batch_blocks_write_tools_unless_told_otherwise(service: ServiceHandle) -> None:
     calls = [{"id": "w", "server": "demo", "tool": "write", "arguments": {"key": "k"}}]
     async with Client(mcp_url(service)) as client:
-        refused = document(await client.call_tool("call_tools_batch", {"calls": calls}))
+        refused = document(await client.call_tool("call_tools_batch", {"calls": calls}), failed=True)
         allowed = document(await client.call_tool("call_tools_batch", {"calls": calls, "read_only": False}))
     assert refused["status"] == "completed" and refused["results"][0]["status"] == "blocked"
     assert allowed["status"] == "completed" and allowed["results"][0]["status"] == "ok"
@@ -135,7 +135,7 @@ async def test_get_batch_of_an_unknown_id_is_a_tool_error(service: ServiceHandle
 
 async def test_the_endpoint_answers_without_the_slash_and_under_any_host_name(service: ServiceHandle) -> None:
     async with Client(f"{service.base_url}/mcp") as client:
-        assert len((await client.list_tools()).tools) == 4
+        assert len((await client.list_tools()).tools) == 5
     initialize = {
         "jsonrpc": "2.0",
         "id": 1,

@@ -1,0 +1,73 @@
+"""A batch document seen as an MCP task (SEP-2663): its status, progress message, times and time to live.
+
+Pure functions over the document. Both revisions' field names are sent: `ttlMs`/`pollIntervalMs` (the 2026-07-28
+revision) and `ttlSeconds`/`pollIntervalMilliseconds` (the SEP's text); a result admits extra keys, so a client
+of either validates it.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+from mcp_batch.models import BatchDocument, BatchStatus
+
+# Queued, running and cancelling batches are all at work; an expired batch has its result (its unfinished items
+# say `expired`), as a tool that returned would: a task `failed` only for a JSON-RPC error, which a batch never is.
+_STATUS = {
+    BatchStatus.queued: "working",
+    BatchStatus.running: "working",
+    BatchStatus.cancelling: "working",
+    BatchStatus.completed: "completed",
+    BatchStatus.expired: "completed",
+    BatchStatus.cancelled: "cancelled",
+}
+
+
+def _seconds(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def status_message(document: BatchDocument) -> str:
+    """Progress in words: "412 of 1,000 calls finished, 3 failed" (then skipped, cancelled, expired, when any)."""
+    counts = document.counts
+    finished = counts.total - counts.pending - counts.running
+    progress = f"{finished:,} of {counts.total:,} calls finished"
+    others = [(counts.failed, "failed"), (counts.skipped, "skipped"), (counts.cancelled, "cancelled")]
+    for count, what in [*others, (counts.expired, "expired")]:
+        if count:
+            progress += f", {count:,} {what}"
+    if document.status is BatchStatus.cancelled:
+        return f"cancelled: {progress}; get_batch has them"
+    if document.status is BatchStatus.cancelling:
+        return f"cancelling: {progress}"
+    if document.status is BatchStatus.expired:
+        return f"expired at its deadline: {progress}"
+    return progress
+
+
+def ttl_ms(document: BatchDocument, now: float | None = None) -> int:
+    """From creation until the batch may be deleted. Exact once it has ended; while it runs, a lower bound (it is
+    never deleted while it runs, and is kept `retention_seconds` after it ends)."""
+    created = _seconds(document.created_at)
+    if document.expires_at is not None:
+        return max(0, round((_seconds(document.expires_at) - created) * 1000))
+    elapsed = (time.time() if now is None else now) - created
+    return max(0, round((elapsed + document.retention_seconds) * 1000))
+
+
+def task_view(document: BatchDocument, poll_ms: int) -> dict[str, Any]:
+    """The Task fields of the batch (a DetailedTask without its `result`)."""
+    ttl = ttl_ms(document)
+    return {
+        "taskId": document.id,
+        "status": _STATUS[document.status],
+        "statusMessage": status_message(document),
+        "createdAt": document.created_at,
+        "lastUpdatedAt": document.finished_at or document.started_at or document.created_at,
+        "ttlMs": ttl,
+        "pollIntervalMs": poll_ms,
+        "ttlSeconds": ttl // 1000,
+        "pollIntervalMilliseconds": poll_ms,
+    }
