@@ -3,6 +3,7 @@ the message), and a client that hangs up while waiting does not cancel its batch
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -50,7 +51,10 @@ async def test_a_client_hanging_up_during_the_short_wait_does_not_cancel_the_bat
         async with httpx.AsyncClient(base_url=service.base_url, timeout=0.3) as impatient:
             with pytest.raises(httpx.ReadTimeout):
                 await call_tool(impatient, "call_tools_batch", {"calls": [SLOW]})
-        [batch] = (await http.get("/v1/batches")).json()["batches"]
+        async with asyncio.timeout(20):  # the hang-up may come before the submit is stored: wait for the batch
+            while not (batches := (await http.get("/v1/batches")).json()["batches"]):  # noqa: ASYNC110 - only Redis knows
+                await asyncio.sleep(0.05)
+        [batch] = batches
         document = await finished(http, batch["id"])
         assert document["status"] == "completed" and document["ok"] is True
         assert (await get_task(http, batch["id"])).result["status"] == "completed"
