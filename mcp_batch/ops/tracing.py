@@ -143,7 +143,9 @@ def submitted(span: Span | None, batch_id: str, created: bool) -> None:
         span.set_attributes({"mcp_batch.batch.id": batch_id, "mcp_batch.batch.created": created})
 
 
-def shard_span(parent: str | None, batch_id: str, job: str, shard: int, lanes: int) -> AbstractContextManager[Any]:
+def shard_span(
+    parent: str | None, batch_id: str, job: str, shard: int, lanes: int
+) -> AbstractContextManager[Span | None]:
     """A shard job's span, a child of the submit span through the batch's stored traceparent `parent`."""
     if _tracer is None:
         return _OFF
