@@ -1,6 +1,6 @@
 """What the service costs over calling the backend directly, measured side by side in one run.
 
-    uv run python bench/overhead.py [--calls 2000] [--concurrency 16] [--rounds 3]
+    uv run python bench/overhead.py [--calls 2000] [--concurrency 16] [--rounds 3] [--tracing]
 
 Starts a private redis-server, the demo backend over streamable HTTP, and the service as separate processes
 (`mcp-batch api`, `mcp-batch worker`), as in production. Each round sends the same echo calls
@@ -8,6 +8,10 @@ Starts a private redis-server, the demo backend over streamable HTTP, and the se
   - as one batch through the service with max_concurrency C (submit, then ?wait until completed),
 and then times small 5-call batches via ?wait against the same 5 calls made directly.
 Prints medians over the rounds and the ratio service/direct. Timings vary on shared machines: quote the ratios.
+
+With --tracing it measures what traces cost instead: two such stacks, one with no OTEL_* variables (tracing off) and
+one whose API and worker export every span over OTLP/HTTP to a no-op collector in this process (tracing on), the same
+batch through each in interleaved rounds, and prints both throughputs and their ratio.
 """
 
 from __future__ import annotations
@@ -21,16 +25,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import redis.asyncio as aioredis
 from mcp import Client
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from mcp_batch.keys import Keys
 from mcp_batch_cli.dev import demo_http_backend, embedded_redis, free_port, wait_until
@@ -141,6 +148,62 @@ async def through_service(http: httpx.AsyncClient, calls: int, concurrency: int)
     return elapsed
 
 
+class NoOpCollector:
+    """Accepts OTLP/HTTP exports on a loopback port and drops them, counting requests, bytes and spans."""
+
+    def __init__(self) -> None:
+        self.requests = self.bytes = self.spans = 0
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                size = int(self.headers.get("Content-Length", 0))
+                request = ExportTraceServiceRequest.FromString(self.rfile.read(size))
+                spans = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+                collector.requests, collector.bytes = collector.requests + 1, collector.bytes + size
+                collector.spans += spans
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What turns tracing on in a service process, sending its spans here."""
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{self.server.server_address[1]}"}
+
+
+async def tracing_cost(args: argparse.Namespace, ceiling: dict[str, str]) -> None:
+    """Throughput of one batch through a stack with tracing off and one with tracing on, in interleaved rounds."""
+    collector = NoOpCollector()
+    async with service_stack(ceiling) as off, service_stack({**ceiling, **collector.env}) as on:
+        for stack in (off, on):
+            await through_service(stack.http, 5, 5)  # warm-up: opens the worker's backend session
+        runs: dict[str, list[float]] = {"off": [], "on": []}
+        for n in range(args.rounds):  # interleaved, and each side first in every other round
+            order = [("off", off), ("on", on)] if n % 2 == 0 else [("on", on), ("off", off)]
+            for name, stack in order:
+                runs[name].append(await through_service(stack.http, args.calls, args.concurrency))
+    collector.server.shutdown()  # the stacks have stopped: their span processors flushed at shut-down
+    off_s, on_s = statistics.median(runs["off"]), statistics.median(runs["on"])
+    print(f"{args.calls} echo calls at concurrency {args.concurrency}, median of {args.rounds} interleaved rounds")
+    print(f"  tracing off : {off_s:7.3f} s  {args.calls / off_s:8.0f} calls/s   rounds: {_rounds(runs['off'])}")
+    print(f"  tracing on  : {on_s:7.3f} s  {args.calls / on_s:8.0f} calls/s   rounds: {_rounds(runs['on'])}")
+    print(f"  ratio on/off throughput: {off_s / on_s:.2f}")
+    per_item = collector.spans / (args.calls * args.rounds)
+    sent = f"{collector.requests} OTLP requests, {collector.bytes / 1e6:.1f} MB"
+    print(f"  exported: {collector.spans} spans ({per_item:.1f} per item) in {sent}")
+
+
+def _rounds(seconds: list[float]) -> str:
+    return " ".join(f"{s:.2f}" for s in seconds)
+
+
 async def median_of(rounds: int, measure: Callable[[], Awaitable[float]]) -> float:
     return statistics.median([await measure() for _ in range(rounds)])
 
@@ -151,9 +214,13 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small-rounds", type=int, default=20)
+    parser.add_argument("--tracing", action="store_true", help="measure tracing off against tracing on instead")
     args = parser.parse_args()
 
     ceiling = {"MCP_BATCH_MAX_CONCURRENCY_CEILING": str(max(256, args.concurrency))}
+    if args.tracing:
+        await tracing_cost(args, ceiling)
+        return
     async with service_stack(ceiling) as stack:
         http, url, redis_desc = stack.http, stack.backend_url, stack.redis
         await through_service(http, 5, 5)  # warm-up: opens the worker's backend session

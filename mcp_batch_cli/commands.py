@@ -73,7 +73,9 @@ def _dev(args: argparse.Namespace) -> None:
 
 def _demo_backend(args: argparse.Namespace) -> None:
     from demo.server import main as demo_main
+    from mcp_batch.ops import tracing
 
+    tracing.configure("mcp-batch-demo")  # the SDK's server spans join the batches' traces when OTEL_* ask for them
     demo_main(args.rest)
 
 

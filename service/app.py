@@ -14,6 +14,7 @@ from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.keys import Keys
 from mcp_batch.models import ErrorDetail
+from mcp_batch.ops import tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.ops.prometheus import ApiMetrics
 from mcp_batch.settings import Settings, get_settings
@@ -34,6 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """The API for these settings. The servers and keys files are read here, so a bad one stops start-up at once."""
     settings = settings or get_settings()
     keep_payloads_out_of_logs()
+    tracing.configure("mcp-batch-api")  # only when the OTEL_* variables ask for traces
     registry = load_servers(settings.servers)
     keyring = None if settings.auth == "none" else load_keys(settings.keys)  # a bad keys file stops start-up too
     keys = Keys(settings.key_prefix)
@@ -66,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await done.stop()
             await redis.aclose()
+            tracing.flush()
 
     app = FastAPI(
         title="mcp-batch",

@@ -2,7 +2,8 @@
 
 Tallies (`stats`), arrivals and calls in flight (`stamp`), invocations that ran twice (`tally`, `tally_write`), HTTP
 statuses on demand (`refuse_next`, `fail_next`), a process that dies (`crash`), garbage on stdout (`garble`), a backend
-that stops answering (`hang`), and, as command-line options, a token it requires and a banner before serving. Tests
+that stops answering (`hang`), and, as command-line options, a token it requires and a banner before serving; with
+OTEL_* variables set it exports the MCP SDK's server spans (as `mcp-batch demo-backend` does). Tests
 start it as a real process (`python -m tests.fault_backend`); nothing here is a mock. Not part of the installed package.
 """
 
@@ -22,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from demo import server as demo
 from demo.server import READ, WRITE, server
+from mcp_batch.ops import tracing
 
 _calls, _writes = demo._calls, demo._writes
 _arrivals: list[float] = []
@@ -199,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         "--garbage-stdout", action="store_true", help="over stdio: print a banner (not JSON-RPC) before serving"
     )
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    tracing.configure("fault-backend")  # with OTEL_* set (tests/span_sink.py): the SDK's server spans are exported
     if "--transport" not in rest or "stdio" in rest:
         if args.garbage_stdout:
             print("mcp-batch demo backend starting up", flush=True)

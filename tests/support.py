@@ -63,12 +63,15 @@ class HttpBackendProcess:
         self.process.wait(10)
 
 
-def start_http_backend(timeout: float = 30.0, extra_args: Sequence[str] = ()) -> HttpBackendProcess:
-    """Start the demo backend over HTTP (with `extra_args`, e.g. `--require-token`) and return once it accepts
-    connections."""
+def start_http_backend(
+    timeout: float = 30.0, extra_args: Sequence[str] = (), env: dict[str, str] | None = None
+) -> HttpBackendProcess:
+    """Start the demo backend over HTTP (with `extra_args`, e.g. `--require-token`, and `env` added to this process's
+    environment, e.g. OTEL_* variables) and return once it accepts connections."""
     port = free_port()
     cmd = [sys.executable, "-m", "tests.fault_backend", "--transport", "http", "--port", str(port), *extra_args]
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    environ = {**os.environ, **(env or {})}
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -198,9 +201,12 @@ def worker_id(proc: subprocess.Popen[bytes]) -> str:
 
 
 @contextmanager
-def worker_processes(settings: Settings, count: int, tmp: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """`count` real `mcp-batch worker` processes for these settings, each ready before this returns."""
-    env = {**os.environ, **settings_env(settings)}
+def worker_processes(
+    settings: Settings, count: int, tmp: Path, env: dict[str, str] | None = None
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """`count` real `mcp-batch worker` processes for these settings (and `env`, e.g. OTEL_* variables), each ready
+    before this returns."""
+    env = {**os.environ, **settings_env(settings), **(env or {})}
     procs, logs = [], []
     try:
         for n in range(count):

@@ -22,7 +22,7 @@ from mcp_batch.backends.limits import LeaseSemaphore, LocalLeaseSemaphore, Local
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.keys import Keys
-from mcp_batch.ops import logs
+from mcp_batch.ops import logs, tracing
 from mcp_batch.ops.outage import redis_retried
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.settings import Settings, get_settings
@@ -47,6 +47,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     """Load the servers file (a bad one stops the worker) and keep the long-lived clients in ctx (`WorkerState`)."""
     settings: Settings = ctx.get("settings") or get_settings()
     keep_payloads_out_of_logs()
+    tracing.configure("mcp-batch-worker")  # only when the OTEL_* variables ask for traces
     registry = load_servers(settings.servers)
     keys = Keys(settings.key_prefix)
     redis = ctx["redis"]
@@ -116,6 +117,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
     await found.pool.close()
     for listener in (found.released, found.cancels, found.done):
         await listener.stop()
+    tracing.flush()
 
 
 class Worker(ArqWorker):

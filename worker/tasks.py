@@ -22,7 +22,7 @@ from mcp_batch import records, shards
 from mcp_batch.contract import budget
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import BatchStatus, ItemStatus, Mode
-from mcp_batch.ops import logs
+from mcp_batch.ops import logs, tracing
 from mcp_batch.records import ItemRecord, error_info
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
@@ -128,9 +128,11 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
         lanes = 1 if meta.mode is Mode.serial else shards.lanes(meta.max_concurrency, meta.shards, shard)
         run.lanes = [_Lane() for _ in range(lanes)]
         references = BatchReferences(store, batch_id)
-        async with asyncio.TaskGroup() as lanes_group:  # one lane failing (Redis gone too long) stops the others
-            for lane in run.lanes:
-                lanes_group.create_task(_lane(state, batch_id, job, run, lane, references))
+        # The lanes are started inside the shard's span: they inherit it, so each item's span is its child.
+        with tracing.shard_span(meta.traceparent, batch_id, job, shard, lanes):
+            async with asyncio.TaskGroup() as lanes_group:  # one lane failing (Redis gone too long) stops the others
+                for lane in run.lanes:
+                    lanes_group.create_task(_lane(state, batch_id, job, run, lane, references))
     finally:
         for task in (renewing, watching):
             task.cancel()
@@ -165,7 +167,9 @@ async def _lane(
         try:
             async with asyncio.timeout_at(run.when(lane)) as timeout:
                 lane.timeout = timeout
-                record = await _run_item(pool, references, claim, worker_id, run.meta, dispatched)
+                with tracing.item_span(batch_id, claim) as span:  # current while the SDK sends the call
+                    record = await _run_item(pool, references, claim, worker_id, run.meta, dispatched)
+                    tracing.item_finished(span, record)
         except (TimeoutError, _NotSent) as exc:
             if isinstance(exc, TimeoutError) and not timeout.expired():
                 raise

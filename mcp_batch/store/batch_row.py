@@ -25,7 +25,7 @@ from mcp_batch.tenants import DEFAULT_TENANT
 
 # The fields a worker needs to schedule a batch (one HMGET, not the whole hash).
 META_FIELDS = ["mode", "max_concurrency", "status", "read_only", "created_at", "shards", "deadline_at", "tenant"]
-META_FIELDS += ["rate_share"]
+META_FIELDS += ["rate_share", "traceparent"]
 LIMITS = TypeAdapter(dict[str, BackendLimits])  # the `limits` field: JSON, as the document shows it
 LIST_FIELDS = ["status", "total", "finished", "created_at", "finished_at", "retry_of"]
 
@@ -43,6 +43,7 @@ class BatchMeta:
     deadline_at: float | None
     tenant: str = DEFAULT_TENANT
     rate_share: float | None = None
+    traceparent: str | None = None  # W3C, of the submit's span: the worker's spans join the batch's trace
 
 
 def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
@@ -50,7 +51,7 @@ def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
     if raw[0] is None:
         return None
     text = [None if v is None else v.decode() for v in raw]
-    mode, concurrency, status, read_only, created, shards, deadline, tenant, share = text
+    mode, concurrency, status, read_only, created, shards, deadline, tenant, share, traceparent = text
     return BatchMeta(
         Mode(mode or Mode.concurrent),
         int(concurrency or 1),
@@ -61,6 +62,7 @@ def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
         None if deadline is None else float(deadline),
         tenant or DEFAULT_TENANT,
         None if share is None else float(share),
+        traceparent,
     )
 
 
@@ -143,7 +145,8 @@ def new_row(
     rate_share: float | None,
     links: Mapping[str, str | None],
 ) -> dict[str, Any]:
-    """The hash of a batch just submitted. `links` (retry_of, idempotency_key, webhook_url) are written when set."""
+    """The hash of a batch just submitted. `links` (retry_of, idempotency_key, webhook_url, traceparent) are written
+    when set."""
     fields: dict[str, Any] = {
         "status": BatchStatus.queued.value,
         "mode": request.mode.value,

@@ -46,9 +46,11 @@ class Submits:
         idempotency_key: str | None = None,
         tenant: str = DEFAULT_TENANT,
         rate_share: float | None = None,
+        traceparent: str | None = None,
     ) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing. `jobs` are its shard jobs,
-        leased from now (a job lost before it is queued is taken over when its lease lapses)."""
+        leased from now (a job lost before it is queued is taken over when its lease lapses); `traceparent`, the
+        submit's span, is the parent of the workers' spans."""
         batch_id = batch_id or new_batch_id()
         jobs = jobs or []
         keys = self.keys
@@ -66,7 +68,12 @@ class Submits:
             tenant=tenant,
             tenant_unfinished=keys.tenant_unfinished(tenant),
             rate_share=rate_share,
-            links={"retry_of": retry_of, "idempotency_key": idempotency_key, "webhook_url": request.webhook_url},
+            links={
+                "retry_of": retry_of,
+                "idempotency_key": idempotency_key,
+                "webhook_url": request.webhook_url,
+                "traceparent": traceparent,
+            },
         )
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(meta, mapping=fields)

@@ -16,6 +16,7 @@ from mcp_batch.contract.validation import validate_batch
 from mcp_batch.contract.webhook_policy import WebhookPolicy
 from mcp_batch.errors import Backpressure
 from mcp_batch.models import BatchRequest, DryRun, DryRunItem, ItemError, ItemStatus
+from mcp_batch.ops import tracing
 from mcp_batch.store import idempotency, overview
 from mcp_batch.store.submits import new_batch_id
 from mcp_batch.tenants import ANYONE, Caller, authorize
@@ -88,6 +89,7 @@ async def _store_and_queue(
         idempotency_key=idempotency_key,
         tenant=caller.tenant,
         rate_share=caller.rate_share,
+        traceparent=tracing.traceparent(),
     )
     try:
         for shard, job in enumerate(jobs):
@@ -108,6 +110,15 @@ async def submit(
     Validate, claim the key, store and queue, then record the batch under the key; the key is released if the
     batch could not be stored. The same key with another request: IdempotencyConflict.
     """
+    with tracing.submit_span(len(request.calls)) as span:
+        submitted = await _submit(app, request, caller, key, retry_of)
+        tracing.submitted(span, submitted.batch_id, submitted.created)
+        return submitted
+
+
+async def _submit(
+    app: Services, request: BatchRequest, caller: Caller, key: str | None, retry_of: str | None
+) -> Submitted:
     if key is None:
         return Submitted(await _store_and_queue(app, request, caller, retry_of), True)
     validate(app, request, caller)
