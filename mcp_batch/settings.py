@@ -153,6 +153,11 @@ class Settings(BaseSettings):
     ready_worker_seconds: float = Field(
         30.0, gt=0, description="/readyz and `mcp-batch status` need a worker heartbeat at most this old."
     )
+    worker_metrics_host: str = Field(
+        "127.0.0.1",
+        description="Address a worker's Prometheus metrics listen on: loopback unless set (a container scraped from "
+        "its network sets 0.0.0.0).",
+    )
 
 
 @lru_cache
