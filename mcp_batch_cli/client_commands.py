@@ -113,7 +113,7 @@ def _item(args: argparse.Namespace) -> int:
     if args.json:
         print_json(item)
     else:
-        terminal.console().print(*terminal.item_view(item), soft_wrap=True)
+        terminal.console().print(*terminal.item_view(item), sep="\n", soft_wrap=True)
     return 0
 
 

@@ -23,13 +23,15 @@ EXIT_CODES = (
 )
 
 
-def command(sub: Any, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
-    """A subcommand whose help shows `summary`, `details` and the exit codes."""
+def command(
+    sub: Any, name: str, summary: str, details: str = "", exit_codes: str | None = EXIT_CODES
+) -> argparse.ArgumentParser:
+    """A subcommand whose help shows `summary`, `details` and its exit codes."""
     parser: argparse.ArgumentParser = sub.add_parser(
         name,
         help=summary,
         description=f"{summary[0].upper()}{summary[1:]}." + (f" {details}" if details else ""),
-        epilog=EXIT_CODES,
+        epilog=exit_codes,
         formatter_class=RichHelpFormatter,
     )
     return parser

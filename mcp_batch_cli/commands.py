@@ -24,6 +24,9 @@ from mcp_batch_cli.client_parsers import add_client_commands, command
 from mcp_batch_cli.failures import CommandError
 
 _GRACEFUL_SHUTDOWN_SECONDS = 30
+RUNS_UNTIL_STOPPED = (
+    "runs until stopped (Ctrl-C or SIGTERM: in-flight work is finished or handed back); exit 2 for bad configuration"
+)
 
 
 def _api(args: argparse.Namespace) -> None:
@@ -74,12 +77,6 @@ def _dev(args: argparse.Namespace) -> None:
     asyncio.run(run_dev(args.host, args.port))
 
 
-def _demo_backend(args: argparse.Namespace) -> None:
-    from demo.server import main as demo_main
-
-    demo_main(args.rest)
-
-
 def _status(args: argparse.Namespace) -> int:
     from mcp_batch_cli.status import as_json, as_text, gather, operator_settings
 
@@ -124,6 +121,7 @@ def _add_process_commands(sub: Any) -> None:
         "run Redis, the API, one worker and the demo backends in one process, for trying it out",
         "Auth is off. Redis is a private redis-server from the PATH (else $MCP_BATCH_REDIS_URL); the client commands "
         "and `status` find this dev without flags. One dev at a time: a second one says where the first runs.",
+        RUNS_UNTIL_STOPPED,
     )
     dev.add_argument("--host", default="127.0.0.1", help="the address the API listens on (default: 127.0.0.1)")
     dev.add_argument("--port", type=int, default=8000, help="the API's port (default: 8000)")
@@ -134,6 +132,7 @@ def _add_process_commands(sub: Any) -> None:
         "api",
         "run the HTTP API",
         "Configured by MCP_BATCH_* variables (docs/configuration.md): Redis, the servers file, the keys file.",
+        RUNS_UNTIL_STOPPED,
     )
     api.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     api.add_argument("--port", type=int, default=8000, help="the port to listen on (default: 8000)")
@@ -146,20 +145,15 @@ def _add_process_commands(sub: Any) -> None:
         "run one arq worker (run as many as you like)",
         "Configured by MCP_BATCH_* variables, as the API is; its Prometheus metrics are served on "
         f"MCP_BATCH_WORKER_METRICS_HOST:MCP_BATCH_WORKER_METRICS_PORT (default: 127.0.0.1:{metrics}).",
+        RUNS_UNTIL_STOPPED,
     )
     worker.set_defaults(run=_worker)
 
-    # Its arguments are the demo server's own: `mcp-batch demo-backend --help` shows them (add_help=False here).
-    demo = sub.add_parser(
-        "demo-backend",
-        help="run the demo MCP backend (stdio, or --transport http; --help for its options)",
-        add_help=False,
-    )
-    demo.add_argument("rest", nargs=argparse.REMAINDER)
-    demo.set_defaults(run=_demo_backend)
+    # Listed here for the overview; main() hands its arguments to the demo server, whose --help shows them.
+    sub.add_parser("demo-backend", help="run the demo MCP backend (stdio, or --transport http; --help for its options)")
 
-    keys = command(sub, "keys", "manage API keys").add_subparsers(dest="keys_command", required=True)
-    new = command(keys, "new", "make a key: print it once, and the keys-file entry with its hash")
+    keys = command(sub, "keys", "manage API keys", exit_codes=None).add_subparsers(dest="keys_command", required=True)
+    new = command(keys, "new", "make a key: print it once, and the keys-file entry with its hash", exit_codes=None)
     new.add_argument("--tenant", required=True, help="the tenant the key acts for (required)")
     new.add_argument("--name", help="what the key is for (default: none)")
     new.add_argument("--servers", default="*", metavar="A,B", help="servers it may call (default: all, *)")
@@ -175,21 +169,32 @@ def _add_process_commands(sub: Any) -> None:
         sub,
         "status",
         "workers, queue, leases and backends at a glance, read from Redis",
-        "Redis is $MCP_BATCH_REDIS_URL, else the running `mcp-batch dev`'s, else the default. Exit 1: no live worker.",
+        "Redis is $MCP_BATCH_REDIS_URL, else the running `mcp-batch dev`'s, else the default.",
+        "exit codes: 0 a worker is alive; 1 none is, or Redis cannot be reached",
     )
     status.add_argument("--json", action="store_true", help="print JSON instead of aligned text")
     status.set_defaults(run=_status)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the console script."""
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-batch", description="Durable batches of MCP tool calls.", formatter_class=RichHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_process_commands(sub)
     add_client_commands(sub)
+    return parser
 
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the console script."""
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["demo-backend"]:  # every argument is the demo server's, --help included
+        from demo.server import main as demo_main
+
+        demo_main(argv[1:])
+        return
     args = parser.parse_args(argv)
     # not demo-backend: the stdout of the stdio backend is the MCP channel; not the client commands: they log nothing
     if args.command in {"dev", "api", "worker"}:

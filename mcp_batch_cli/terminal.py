@@ -50,8 +50,9 @@ class ProgressView:
     """A batch's progress on a stream (stderr): a rich progress bar on a terminal; otherwise a plain line per update,
     at most every `every` seconds (a log file gets a readable history, not a wall of redraws)."""
 
-    def __init__(self, stream: IO[str], every: float = 5.0) -> None:
+    def __init__(self, stream: IO[str], every: float = 5.0, out: IO[str] | None = None) -> None:
         self.stream = stream
+        self.out = console(out)  # where `print` writes (stdout)
         self.tty = stream.isatty()
         self.poll = 1.0 if self.tty else every  # how long each long poll may be held: one update per poll
         self.console = Console(file=stream, highlight=False)
@@ -78,7 +79,11 @@ class ProgressView:
             return
         if self._bar is None:
             self._bar = Progress(
-                BarColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console
+                BarColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                redirect_stdout=self.out.is_terminal,  # lines go above the bar, or to where stdout is sent
             )
             self._bar.start()
             self._task = self._bar.add_task(line, total=counts.total)
@@ -86,11 +91,11 @@ class ProgressView:
         self._bar.update(self._task, completed=done(counts), total=counts.total, description=line)
 
     def print(self, text: Text) -> None:
-        """A line above the bar (or just a line, off a terminal)."""
-        if self._bar is not None:
+        """A line on stdout: above the bar when both are the terminal."""
+        if self._bar is not None and self.out.is_terminal:
             self._bar.console.print(text)
         else:
-            self.console.print(text, soft_wrap=True)
+            self.out.print(text, soft_wrap=True)
 
     def close(self) -> None:
         """Leave the bar drawn as it ended, so what follows starts on a line of its own."""
