@@ -33,7 +33,6 @@ from service.routes import batches, health, servers
 from service.routes import scrape as metrics_routes
 from service.routes import stream as events
 
-
 DOCS_ASSETS = "/docs-assets"  # where the Swagger UI and ReDoc files are served
 
 
