@@ -139,7 +139,7 @@ def _list(args: argparse.Namespace) -> int:
     if not batches:
         out.print("no batches" + (" in these statuses" if args.status else ""))
     else:
-        out.print(terminal.batches_table(batches))
+        terminal.print_table(out, terminal.batches_table(batches))
     if page.next_cursor:
         out.print(f"more: mcp-batch list --cursor {page.next_cursor} (or --all)")
     return 0
@@ -198,7 +198,7 @@ def _validate(args: argparse.Namespace) -> int:
     else:
         out = terminal.console()
         out.print(f"{len(refused)} of {len(dry_run.results)} calls would not be dispatched:")
-        out.print(terminal.dry_run_table(dry_run))
+        terminal.print_table(out, terminal.dry_run_table(dry_run))
     return 0 if dry_run.valid else 3
 
 

@@ -31,11 +31,14 @@ def done(counts: Counts) -> int:
     return counts.total - counts.pending - counts.running
 
 
-def progress_line(counts: Counts, elapsed: float) -> str:
-    """`12/40 done, 1 failed, 8.3 calls/s, 1.4s elapsed`."""
+def progress_line(counts: Counts, elapsed: float | None = None) -> str:
+    """`12/40 done, 1 failed, 8.3 calls/s, 1.4s elapsed` (without the rate when the batch's elapsed time is unknown)."""
     finished = done(counts)
+    line = f"{finished}/{counts.total} done, {counts.failed} failed"
+    if elapsed is None:
+        return line
     rate = finished / elapsed if elapsed > 0 else 0.0
-    return f"{finished}/{counts.total} done, {counts.failed} failed, {rate:.1f} calls/s, {elapsed:.1f}s elapsed"
+    return f"{line}, {rate:.1f} calls/s, {elapsed:.1f}s elapsed"
 
 
 def summary(document: BatchDocument) -> str:
@@ -59,7 +62,6 @@ class ProgressView:
         self._bar: Progress | None = None
         self._task: TaskID | None = None
         self._every = every
-        self._started = time.monotonic()
         self._printed_at: float | None = None
 
     def update(self, document: BatchDocument) -> None:
@@ -67,7 +69,7 @@ class ProgressView:
         self.show(document.counts, document.elapsed_seconds)
 
     def show(self, counts: Counts, elapsed: float | None = None) -> None:
-        elapsed = time.monotonic() - self._started if elapsed is None else elapsed
+        """Show counts; `elapsed`: the batch's own time so far, when known."""
         line = progress_line(counts, elapsed)
         if not self.tty:
             now = time.monotonic()
@@ -110,6 +112,13 @@ def item_line(seq: int | None, item_id: str, status: str, server: str, tool: str
     text.append(f"{status:<18}", style=_STYLES.get(ItemStatus(status), "red") if status in set(ItemStatus) else "")
     text.append(f" {item_id}  ({server}/{tool})")
     return text
+
+
+def print_table(out: Console, table: Table) -> None:
+    """A table without the padding rich leaves at the end of each line."""
+    with out.capture() as captured:
+        out.print(table)
+    out.file.write("\n".join(line.rstrip() for line in captured.get().splitlines()) + "\n")
 
 
 def batches_table(batches: Sequence[BatchSummary]) -> Table:
