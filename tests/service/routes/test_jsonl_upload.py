@@ -105,6 +105,14 @@ async def test_an_idempotency_key_makes_one_batch_of_two_uploads(client: httpx.A
     assert first.json()["id"] == again.json()["id"]
 
 
+async def test_an_upload_over_the_body_limit_is_a_413_as_it_streams(settings: Settings) -> None:
+    settings = settings.model_copy(update={"max_body_bytes": 2_000})
+    body = lines(*({"server": "demo", "tool": "echo"} for _ in range(200)))
+    async with running_api(settings) as base_url, httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        response = await client.post("/v1/batches", content=chunked(body, 500), headers=NDJSON)
+    assert response.status_code == 413 and response.json() == {"detail": "request body over 2000 bytes"}
+
+
 async def chunked(body: bytes, size: int = 50_000) -> AsyncIterator[bytes]:
     for start in range(0, len(body), size):
         yield body[start : start + size]
