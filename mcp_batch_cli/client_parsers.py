@@ -16,6 +16,18 @@ URL_HELP = (
     f"found in {state_file()}, else {DEFAULT_SERVER_URL})"
 )
 KEY_HELP = "the API key (default: $MCP_BATCH_API_KEY); needed unless the server runs with MCP_BATCH_AUTH=none"
+
+
+def _as_written(name: str) -> str:
+    return name[:1].upper() + name[1:]
+
+
+class HelpFormatter(RichHelpFormatter):
+    """rich's help, with the group names as written (rich_argparse Title Cases them)."""
+
+    group_name_formatter = _as_written
+
+
 _DEFAULTS = {name: field.default for name, field in Settings.model_fields.items()}
 EXIT_CODES = (
     "exit codes: 0 done; 1 failed (no server, no such batch); 2 invalid batch, nothing stored; "
@@ -32,7 +44,7 @@ def command(
         help=summary,
         description=f"{summary[0].upper()}{summary[1:]}." + (f" {details}" if details else ""),
         epilog=exit_codes,
-        formatter_class=RichHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     return parser
 

@@ -14,13 +14,11 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from rich_argparse import RichHelpFormatter
-
 from mcp_batch.errors import ConfigError
 from mcp_batch.ops import logs
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import KeyEntry, new_key
-from mcp_batch_cli.client_parsers import add_client_commands, command
+from mcp_batch_cli.client_parsers import HelpFormatter, add_client_commands, command
 from mcp_batch_cli.failures import CommandError
 
 _GRACEFUL_SHUTDOWN_SECONDS = 30
@@ -178,7 +176,7 @@ def _add_process_commands(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="mcp-batch", description="Durable batches of MCP tool calls.", formatter_class=RichHelpFormatter
+        prog="mcp-batch", description="Durable batches of MCP tool calls.", formatter_class=HelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_process_commands(sub)

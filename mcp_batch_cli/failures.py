@@ -41,7 +41,8 @@ def explained(
     if not isinstance(exc, ServiceError):
         return CommandError(str(exc))
     if isinstance(exc, InvalidRequest) and exc.problems:
-        return BadBatch(rejected, [p.describe() for p in exc.problems])
+        heading = rejected if exc.url else "not a valid batch, nothing was sent:"  # no URL: the client's own check
+        return BadBatch(heading, [p.describe() for p in exc.problems])
     if isinstance(exc, NotFound):
         if exc.detail == "Not Found":  # the route, not the batch (an older server)
             return CommandError(f"{exc.url} does not exist on this server (is it an older mcp-batch?)")
