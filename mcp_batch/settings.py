@@ -272,6 +272,11 @@ class Settings(BaseSettings):
     mcp_proxy_page_size: int = Field(
         100, ge=1, le=10_000, description="Most proxied tools in one page of the MCP door's tools/list."
     )
+    worker_metrics_host: str = Field(
+        "127.0.0.1",
+        description="Address a worker's Prometheus metrics listen on: loopback unless set (a container scraped from "
+        "its network sets 0.0.0.0).",
+    )
 
 
 @lru_cache

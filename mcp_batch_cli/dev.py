@@ -2,6 +2,9 @@
 
 Redis is a private `redis-server` from the PATH on a free loopback port with a temporary directory (nothing kept),
 or, where there is none, the Redis MCP_BATCH_REDIS_URL names; with neither, dev says how to get one.
+
+A dev says where it runs in the user's state directory (discovery.py), so the other commands find it without flags;
+a second dev finds the first there and stops before starting anything.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import uvicorn
 
 from mcp_batch.errors import ConfigError
 from mcp_batch.settings import Settings
+from mcp_batch_cli import discovery
 from mcp_batch_cli.status import redacted
 
 logger = logging.getLogger("mcp_batch.dev")
@@ -111,7 +115,11 @@ async def run_dev(host: str, port: int) -> None:
     from service.app import create_app
     from worker.main import create_worker
 
+    # clients on this machine reach an API listening on every address through loopback
+    reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    base = f"http://{reachable}:{port}"
     async with AsyncExitStack() as stack:
+        claim = stack.enter_context(discovery.claimed(base))  # first: a second dev stops here
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcp-batch-dev-")))
         redis_url, redis_desc = await stack.enter_async_context(embedded_redis(workdir))
         demo_port = free_port()
@@ -121,6 +129,7 @@ async def run_dev(host: str, port: int) -> None:
         if "MCP_BATCH_SERVERS" not in os.environ:
             servers.write_text(json.dumps(DEV_SERVERS, indent=2))  # noqa: ASYNC240 - start-up
         settings = Settings(redis_url=redis_url, servers=servers, auth="none")
+        claim.update(redis_url, str(servers))
 
         worker = create_worker(settings, handle_signals=False)
         worker_task = asyncio.create_task(worker.async_run())
@@ -133,7 +142,6 @@ async def run_dev(host: str, port: int) -> None:
             timeout_graceful_shutdown=5,
         )
         api = uvicorn.Server(config)  # log_config=None: its lines go through the handler `mcp-batch` set up
-        base = f"http://{host}:{port}"
         print(
             f"\nmcp-batch dev is running at {base}  (docs: {base}/docs)\n"
             f"  dashboard: {base}/ui/\n"
@@ -142,6 +150,7 @@ async def run_dev(host: str, port: int) -> None:
             f"  try:      curl -s -X POST {base}/v1/batches -H 'content-type: application/json' "
             f"-d @examples/batch.json\n"
             f"  then:     curl -s '{base}/v1/batches/<id>?wait=10'\n\n"
+            f"  found by: mcp-batch status, submit, list, watch... without flags ({claim.path})\n\n"
             "  WARNING: AUTH IS OFF (MCP_BATCH_AUTH=none): anyone who can reach this port can run every tool.\n"
             "           This is for development only; in production set MCP_BATCH_KEYS (see `mcp-batch keys new`).\n",
             flush=True,

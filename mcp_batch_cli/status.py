@@ -1,5 +1,8 @@
-"""`mcp-batch status`: the operator's view at a glance, read from Redis directly (MCP_BATCH_REDIS_URL), not through the
-API: workers and their heartbeats, the queue, shard job leases, unfinished items and each configured backend.
+"""`mcp-batch status`: the operator's view at a glance, read from Redis directly, not through the API: workers and
+their heartbeats, the queue, shard job leases, unfinished items and each configured backend.
+
+Redis (and the servers file) are MCP_BATCH_REDIS_URL's (MCP_BATCH_SERVERS'), else those of the `mcp-batch dev`
+running on this machine (discovery.py), else the defaults; the report says which.
 
 Nothing secret is printed: the Redis URL without its password, backends without their headers or env; so the
 servers file is read without the backends' credentials (a `${VAR}` the operator's environment lacks reads as empty).
@@ -11,6 +14,7 @@ import asyncio
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +27,7 @@ from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from mcp_batch.store import overview
 from mcp_batch.store.overview import BackendState, Overview
+from mcp_batch_cli.discovery import running_dev, state_file
 
 _TIMEOUT_SECONDS = 5.0  # a Redis that does not answer within this is reported unreachable
 
@@ -36,6 +41,7 @@ class Status:
     servers_error: str | None
     overview: Overview | None
     alive_within: float
+    source: str = "MCP_BATCH_REDIS_URL"  # where the Redis URL came from
 
     @property
     def ok(self) -> bool:
@@ -64,7 +70,20 @@ def redacted(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
-async def gather(settings: Settings) -> Status:
+def operator_settings() -> tuple[Settings, str]:
+    """The settings to read, and where their Redis URL came from."""
+    if os.environ.get("MCP_BATCH_REDIS_URL"):
+        return Settings(), "MCP_BATCH_REDIS_URL"
+    dev = running_dev()
+    if dev is not None and dev.redis_url:
+        settings = Settings(redis_url=dev.redis_url)
+        if dev.servers and not os.environ.get("MCP_BATCH_SERVERS"):
+            settings = settings.model_copy(update={"servers": Path(dev.servers)})
+        return settings, f"the running mcp-batch dev (pid {dev.pid})"
+    return Settings(), f"the default: no MCP_BATCH_REDIS_URL, and no running mcp-batch dev in {state_file()}"
+
+
+async def gather(settings: Settings, source: str = "MCP_BATCH_REDIS_URL") -> Status:
     registry: Registry | None = None
     servers_error = None
     try:
@@ -77,15 +96,19 @@ async def gather(settings: Settings) -> Status:
         async with asyncio.timeout(_TIMEOUT_SECONDS):
             state = await overview.read(redis, Keys(settings.key_prefix), registry, settings.default_timeout_seconds)
     except (RedisError, OSError) as exc:  # OSError includes the timeout
-        return Status(where, type(exc).__name__, servers_error, None, settings.ready_worker_seconds)
+        return Status(where, type(exc).__name__, servers_error, None, settings.ready_worker_seconds, source)
     finally:
         await redis.aclose()
-    return Status(where, None, servers_error, state, settings.ready_worker_seconds)
+    return Status(where, None, servers_error, state, settings.ready_worker_seconds, source)
 
 
 def as_json(status: Status) -> dict[str, Any]:
     o = status.overview
-    body: dict[str, Any] = {"ok": status.ok, "redis": {"url": status.redis, "error": status.redis_error}}
+    body: dict[str, Any] = {
+        "ok": status.ok,
+        "redis": {"url": status.redis, "error": status.redis_error},
+        "redis_from": status.source,
+    }
     if status.servers_error:
         body["servers_error"] = status.servers_error
     if o is None:
@@ -109,6 +132,7 @@ def as_json(status: Status) -> dict[str, Any]:
 def as_text(status: Status) -> str:
     o = status.overview
     lines = [f"redis      {status.redis}  " + (f"UNREACHABLE ({status.redis_error})" if o is None else "ok")]
+    lines.append(f"           from {status.source}")
     if o is not None:
         alive = len(o.alive(status.alive_within))
         lines.append(

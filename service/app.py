@@ -1,4 +1,7 @@
-"""create_app(): the FastAPI application, its lifespan (Redis, arq pool, done-channel listener) and error mapping."""
+"""create_app(): the FastAPI application, its lifespan (Redis, arq pool, done-channel listener) and error mapping.
+
+/docs (Swagger UI) and /redoc load their scripts and styles from the API itself (fastapi-offline ships them), so they
+work where no CDN can be reached."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from contextlib import asynccontextmanager
 from arq import create_pool
 from arq.connections import RedisSettings
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
@@ -29,6 +33,8 @@ from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
 from service.routes import batches, dashboard, health, servers
 from service.routes import scrape as metrics_routes
 from service.routes import stream as events
+
+DOCS_ASSETS = "/docs-assets"  # where the Swagger UI and ReDoc files are served
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -70,7 +76,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await redis.aclose()
             tracing.flush()
 
-    app = FastAPI(
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS,
+        swagger_ui_parameters={"validatorUrl": None},  # no call to an online validator: the page works offline
         title="mcp-batch",
         version="1",
         summary="Durable batches of MCP tool calls, run by arq workers under shared limits.",

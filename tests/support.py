@@ -41,6 +41,38 @@ async def cli(*argv: str) -> int:
     return 0
 
 
+MCP_BATCH = str(Path(sys.executable).parent / "mcp-batch")  # the installed console script
+
+
+def command_env(**extra: str) -> dict[str, str]:
+    """This environment without the MCP_BATCH_* variables a command reads (the tests' own stay), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_BATCH_") or k.startswith("MCP_BATCH_TEST_")}
+    return env | extra
+
+
+async def run_command(
+    *argv: str, env: dict[str, str], stdin: bytes | None = None, timeout: float = 60
+) -> tuple[int, str, str]:
+    """Run the installed `mcp-batch ARGV` as a process: (exit code, stdout, stderr)."""
+    process = await asyncio.create_subprocess_exec(
+        MCP_BATCH,
+        *argv,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    try:
+        async with asyncio.timeout(timeout):
+            out, err = await process.communicate(stdin)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
 def stdio_demo(**extra: Any) -> dict[str, Any]:
     """A servers-file entry running the demo backend over stdio with this interpreter."""
     return {"command": sys.executable, "args": ["-m", "tests.fault_backend"], **extra}

@@ -83,7 +83,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     # Bound in this (the worker's main) task's context, so every job, lane and loop started from here inherits them.
     logs.bind(worker=worker_id)
-    worker_metrics = metrics.start(registry.names, settings.worker_metrics_port)
+    worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics)
     heartbeat = Heartbeat(redis, keys, worker_id)
     await heartbeat.beat()  # live (and counted by /readyz) before the first job

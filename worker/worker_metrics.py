@@ -1,4 +1,5 @@
-"""The worker's Prometheus metrics, served on a port of its own (`MCP_BATCH_WORKER_METRICS_PORT`, default 9464).
+"""The worker's Prometheus metrics, served on a port of its own (`MCP_BATCH_WORKER_METRICS_PORT`, default 9464), on
+loopback unless `MCP_BATCH_WORKER_METRICS_HOST` says otherwise (compose sets 0.0.0.0 for its scraper).
 
 The hooks below are called in one line where each event happens (tasks.py, mcp_call.py, gate.py, recovery.py,
 main.py). They find this worker's metrics through a context variable set at start-up, which every job, lane and loop
@@ -71,15 +72,15 @@ class WorkerMetrics:
     def port(self) -> int | None:
         return None if self.endpoint is None else self.endpoint.server_port
 
-    def serve(self, port: int, span: int = PORT_SPAN) -> None:
-        """Serve on `port` or, when it is taken, the first free one up to `port + span`; without an endpoint when
-        `port` is 0 or every one is taken (a worker never stops over its metrics)."""
+    def serve(self, port: int, span: int = PORT_SPAN, host: str = "127.0.0.1") -> None:
+        """Serve on `host`:`port` or, when it is taken, the first free port up to `port + span`; without an endpoint
+        when `port` is 0 or every one is taken (a worker never stops over its metrics)."""
         if port == 0:
             return
         last = min(port + span, 65_535)
         for candidate in range(port, last + 1):
             try:
-                self.endpoint, _ = start_http_server(candidate, registry=self.registry)
+                self.endpoint, _ = start_http_server(candidate, addr=host, registry=self.registry)
             except OSError:
                 continue
             if candidate != port:
@@ -89,7 +90,7 @@ class WorkerMetrics:
                     candidate,
                 )
             else:
-                logger.info("serving metrics on port %d", candidate)
+                logger.info("serving metrics on %s port %d", host, candidate)
             return
         logger.warning("metrics ports %d-%d are all taken; this worker runs without a metrics endpoint", port, last)
 
@@ -100,11 +101,11 @@ class WorkerMetrics:
             endpoint.server_close()
 
 
-def start(servers: Iterable[str], port: int) -> WorkerMetrics:
-    """This worker's metrics, bound to the current context (the worker's main task) and served on `port`."""
+def start(servers: Iterable[str], port: int, host: str = "127.0.0.1") -> WorkerMetrics:
+    """This worker's metrics, bound to the current context (the worker's main task) and served on `host`:`port`."""
     metrics = WorkerMetrics(servers)
     _current.set(metrics)
-    metrics.serve(port)
+    metrics.serve(port, host=host)
     return metrics
 
 

@@ -25,9 +25,9 @@ from service.application import reading, submitting
 from service.application.services import Services
 from service.auth import AUTH_RESPONSES, CallerDep
 from service.deps import OwnedBatchId, ServicesDep
-from service.json_route import StrictJSONRoute
+from service.jsonl_body import JSONLinesRoute, accepts_json_lines
 
-router = APIRouter(prefix="/v1", tags=["batches"], route_class=StrictJSONRoute, responses=AUTH_RESPONSES)
+router = APIRouter(prefix="/v1", tags=["batches"], route_class=JSONLinesRoute, responses=AUTH_RESPONSES)
 
 _NDJSON = "application/x-ndjson"
 
@@ -59,6 +59,7 @@ _KEY_CONFLICT = "the Idempotency-Key was used with a different request, or that 
         429: {"description": "Too many unfinished items in the service; retry after `Retry-After` seconds."},
     },
 )
+@accepts_json_lines
 async def submit_batch(
     request: BatchRequest,
     services: ServicesDep,
@@ -66,7 +67,8 @@ async def submit_batch(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> BatchDocument:
-    """Validate the whole batch, store it and queue it; answers at once with the (queued) document."""
+    """Validate the whole batch, store it and queue it; answers at once with the (queued) document. The body is JSON,
+    or JSON Lines (one call per line, the options in the query; problems name their line)."""
     return await _submitted(services, response, await submitting.submit(services, request, caller, idempotency_key))
 
 
@@ -99,6 +101,7 @@ async def _submitted(services: Services, response: Response, submitted: submitti
 
 
 @router.post("/batches:validate", summary="Dry run: every check, each call's would-be status; nothing queued")
+@accepts_json_lines
 async def validate_batch(request: BatchRequest, services: ServicesDep, caller: CallerDep) -> DryRun:
     """422 for whole-batch faults and 403 for what the key may not do, as for a submit; otherwise what would become
     of each call."""

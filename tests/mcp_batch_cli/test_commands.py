@@ -20,7 +20,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.keys import Keys
-from mcp_batch_cli.remote import Progress
+from mcp_batch.models import Counts
+from mcp_batch_cli.terminal import ProgressView
 from tests.support import ServiceHandle, cli, free_port, run_batch, submit
 
 pytestmark = pytest.mark.timeout(90)
@@ -287,23 +288,21 @@ async def test_an_unreachable_server_is_named(tmp_path: Path, capsys: pytest.Cap
     assert f"mcp-batch: could not reach the mcp-batch server at {url} (" in capsys.readouterr().err
 
 
-def test_the_progress_line_is_rewritten_in_place_on_a_terminal() -> None:
+def test_the_progress_is_a_bar_redrawn_in_place_on_a_terminal() -> None:
     controller, terminal = pty.openpty()
     with open(terminal, "w") as stream, open(controller, "rb", buffering=0) as screen:
-        progress = Progress(stream)
+        progress = ProgressView(stream)
         assert progress.tty and progress.poll == 1.0
         for done, elapsed in [(0, 0.1), (10, 2.0), (40, 4.0)]:
-            counts = {"total": 40, "failed": 1, "pending": 40 - done, "running": 0}
-            progress.update({"counts": counts, "elapsed_seconds": elapsed})
+            counts = Counts(total=40, succeeded=done, failed=1, pending=40 - done, running=0, skipped=0)
+            progress.show(counts, elapsed)
         progress.close()
         shown = b""
         deadline = time.monotonic() + 10
-        while not shown.endswith(b"\n"):
+        while b"40/40 done" not in shown or b"\n" not in shown.split(b"40/40 done")[-1]:
             assert select.select([screen], [], [], deadline - time.monotonic())[0], shown
             shown += screen.read(4096)
-    assert shown.decode() == (
-        "\r0/40 done, 1 failed, 0.0 calls/s, 0.1s elapsed"
-        "\r10/40 done, 1 failed, 5.0 calls/s, 2.0s elapsed"
-        "\r40/40 done, 1 failed, 10.0 calls/s, 4.0s elapsed"
-        "\r\n"  # the terminal turns the closing newline into CR LF
-    )
+    assert b"0/40 done, 1 failed, 0.0 calls/s, 0.1s elapsed" in shown
+    assert b"40/40 done, 1 failed, 10.0 calls/s, 4.0s elapsed" in shown
+    assert b"\r\x1b[2K" in shown  # each update redraws the line in place (rich's progress bar)
+    assert shown.count(b"\n") == 1  # one line in all, ended when the bar closes

@@ -84,6 +84,8 @@ def own_document() -> dict[str, Any]:
 # Loaded at collection, not through schemathesis.pytest.from_fixture (its lazy loader fails under pytest 9).
 DOCUMENT = own_document()
 schema = schemathesis.openapi.from_dict(DOCUMENT)
+# A JSON Lines upload's body is text (each line a call): generated strings are sent as they are
+schemathesis.serializer.alias(["application/x-ndjson", "application/jsonl"], "text/plain")
 
 
 CHECKS = [

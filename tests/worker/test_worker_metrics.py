@@ -1,4 +1,5 @@
-"""A worker's metrics endpoint: its port (and the next ones when it is taken), retries by reason, take-overs."""
+"""A worker's metrics endpoint: its address (loopback by default), its port (and the next ones when it is taken),
+retries by reason, take-overs."""
 
 from __future__ import annotations
 
@@ -70,6 +71,18 @@ async def test_a_worker_whose_metrics_ports_are_all_taken_runs_without_them(capl
         metrics.serve(port, span=0)
     assert metrics.port is None
     assert "all taken; this worker runs without a metrics endpoint" in caplog.text
+
+
+async def test_a_worker_serves_its_metrics_on_loopback_unless_told_otherwise(settings: Settings) -> None:
+    assert Settings.model_fields["worker_metrics_host"].default == "127.0.0.1"
+    async with running_worker(settings.model_copy(update={"worker_metrics_port": free_port()})) as worker:
+        endpoint = worker.ctx["state"].metrics.endpoint
+        assert endpoint is not None and endpoint.server_address[0] == "127.0.0.1"
+    everywhere = settings.model_copy(update={"worker_metrics_port": free_port(), "worker_metrics_host": "0.0.0.0"})
+    async with running_worker(everywhere) as worker:
+        endpoint = worker.ctx["state"].metrics.endpoint
+        assert endpoint is not None and endpoint.server_address[0] == "0.0.0.0"
+        assert "mcp_batch_calls_in_flight" in await scrape(endpoint.server_port)
 
 
 async def test_metrics_port_zero_serves_nothing(settings: Settings) -> None:

@@ -1,0 +1,171 @@
+"""Every client verb, run as the installed `mcp-batch` command against the real API, worker, Redis and backends;
+the server is found through $MCP_BATCH_SERVER_URL (the flag is test_commands.py's)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mcp_batch.settings import Settings
+from tests.support import ServiceHandle, command_env, finished, run_batch, run_command, submit
+
+pytestmark = pytest.mark.timeout(180)
+
+ECHO = {"server": "demo", "tool": "echo"}
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"cancel_grace_seconds": 0.2})
+
+
+@pytest.fixture
+def env(service: ServiceHandle, tmp_path: Path) -> dict[str, str]:
+    return command_env(MCP_BATCH_SERVER_URL=service.base_url, XDG_STATE_HOME=str(tmp_path / "state"))
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def json_lines(calls: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(call) + "\n" for call in calls)
+
+
+async def test_submit_prints_the_id_and_url_or_with_json_the_document(
+    env: dict[str, str], service: ServiceHandle, tmp_path: Path
+) -> None:
+    path = write(tmp_path, "batch.json", json.dumps({"calls": [ECHO]}))
+    code, out, _ = await run_command("submit", path, env=env)
+    batch_id, url = out.split()
+    assert code == 0 and url == f"{service.base_url}/v1/batches/{batch_id}"
+    code, out, _ = await run_command("submit", path, "--json", "--mode", "serial", env=env)
+    assert code == 0 and json.loads(out)["mode"] == "serial"  # a flag overrides the file
+
+
+async def test_submit_sends_a_json_lines_file_as_it_is_with_its_options_as_flags(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    calls = [ECHO | {"id": "a", "arguments": {"message": "one"}}, {"id": "b", "server": "demo", "tool": "fail"}]
+    path = write(tmp_path, "calls.jsonl", json_lines(calls))
+    code, out, err = await run_command("submit", path, "--wait", "--on-error", "stop", "--mode", "serial", env=env)
+    document = json.loads(out)
+    assert code == 3, err
+    assert (document["on_error"], document["mode"], document["failed_ids"]) == ("stop", "serial", ["b"])
+    assert err.splitlines()[-1].startswith("2/2 done, 1 failed")
+
+
+async def test_a_bad_json_lines_file_is_reported_by_line_and_exits_2(env: dict[str, str], tmp_path: Path) -> None:
+    path = write(tmp_path, "calls.jsonl", json_lines([ECHO, {"tool": "echo"}]) + "not json\n")
+    code, out, err = await run_command("submit", path, env=env)
+    assert (code, out) == (2, "")
+    assert "the server rejected the batch, nothing was stored:" in err
+    assert "line 2, field 'server': Field required" in err
+    assert "line 3: not JSON: Expecting value" in err
+
+
+async def test_get_item_and_results(env: dict[str, str], client: httpx.AsyncClient) -> None:
+    calls = [ECHO | {"id": "a", "arguments": {"message": "hello there"}}, {"id": "b", "server": "demo", "tool": "fail"}]
+    batch_id = (await run_batch(client, calls))["id"]
+
+    code, out, _ = await run_command("get", batch_id, env=env)
+    assert code == 0 and json.loads(out)["failed_ids"] == ["b"]
+
+    code, out, _ = await run_command("item", batch_id, "a", env=env)
+    first, text = out.splitlines()
+    assert code == 0 and first.startswith("item a (#0, demo/echo, ") and first.endswith("): ok")
+    assert text == "hello there"
+    code, out, _ = await run_command("item", batch_id, "b", env=env)
+    assert out.splitlines()[0].endswith("): error") and out.splitlines()[1].startswith("error tool_error: ")
+    code, out, _ = await run_command("item", batch_id, "a", "--json", env=env)
+    assert (json.loads(out)["id"], json.loads(out)["structured_content"]) == ("a", {"result": "hello there"})
+    code, _, err = await run_command("item", batch_id, "nope", env=env)
+    assert code == 1 and f"no item 'nope' in batch {batch_id!r}" in err
+
+    code, out, _ = await run_command("results", batch_id, "--status", "error", env=env)
+    assert [json.loads(line)["id"] for line in out.splitlines()] == ["b"]
+
+
+async def test_list_shows_a_table_pages_and_json(env: dict[str, str], client: httpx.AsyncClient) -> None:
+    older = (await run_batch(client, [ECHO]))["id"]
+    newer = (await run_batch(client, [ECHO, ECHO]))["id"]
+    code, out, _ = await run_command("list", env=env)
+    header, *rows = out.splitlines()
+    assert code == 0 and header.split() == ["id", "status", "done", "created", "finished", "retry", "of"]
+    assert [row.split()[:3] for row in rows] == [[newer, "completed", "2/2"], [older, "completed", "1/1"]]
+
+    code, out, _ = await run_command("list", "--limit", "1", env=env)
+    assert out.splitlines()[1].split()[0] == newer and "more: mcp-batch list --cursor " in out
+    code, out, _ = await run_command("list", "--limit", "1", "--all", "--json", env=env)
+    assert [b["id"] for b in json.loads(out)["batches"]] == [newer, older]
+    code, out, _ = await run_command("list", "--status", "running,queued", env=env)
+    assert out.strip() == "no batches in these statuses"
+
+
+async def test_cancel_says_what_happens_and_refuses_an_ended_batch(
+    env: dict[str, str], client: httpx.AsyncClient
+) -> None:
+    batch = await submit(client, [{"server": "demo_http", "tool": "sleep", "arguments": {"seconds": 30}}] * 3)
+    code, out, _ = await run_command("cancel", batch["id"], env=env)
+    assert code == 0
+    assert out.startswith(f"batch {batch['id']} is cancelling: nothing new starts;") or out == (
+        f"batch {batch['id']} cancelled\n"
+    )
+    assert (await finished(client, batch["id"]))["status"] == "cancelled"
+    code, out, err = await run_command("cancel", batch["id"], "--json", env=env)
+    assert code == 1 and f"batch {batch['id']!r} has already ended (cancelled): nothing to cancel" in err
+
+
+async def test_retry_makes_a_new_batch_of_what_failed(env: dict[str, str], client: httpx.AsyncClient) -> None:
+    batch_id = (await run_batch(client, [ECHO, {"id": "bad", "server": "demo", "tool": "fail"}]))["id"]
+    code, out, _ = await run_command("retry", batch_id, env=env)
+    line, url = out.splitlines()
+    new_id = line.split()[1]
+    assert code == 0 and line == f"batch {new_id} retries the 1 unsuccessful items of {batch_id}"
+    assert url.endswith(f"/v1/batches/{new_id}")
+    code, out, _ = await run_command("retry", new_id, "--wait", env=env)  # fails again: exit 3, the final document
+    assert code == 3 and json.loads(out)["retry_of"] == new_id
+    code, _, err = await run_command("retry", "no-such-batch", env=env)
+    assert code == 1 and "no batch 'no-such-batch'" in err
+
+
+async def test_validate_is_the_dry_run(env: dict[str, str], tmp_path: Path) -> None:
+    good = write(tmp_path, "good.json", json.dumps({"calls": [ECHO, ECHO | {"id": "x"}]}))
+    code, out, _ = await run_command("validate", good, env=env)
+    assert (code, out) == (0, "valid: all 2 calls would be dispatched\n")
+    bad = write(tmp_path, "bad.jsonl", json_lines([ECHO, {"id": "odd", "server": "demo", "tool": "no_such_tool"}]))
+    code, out, _ = await run_command("validate", bad, env=env)
+    assert code == 3 and out.splitlines()[0] == "1 of 2 calls would not be dispatched:"
+    assert out.splitlines()[2].split()[:3] == ["1", "odd", "unknown_tool"]
+    code, out, _ = await run_command("validate", bad, "--json", env=env)
+    assert code == 3 and json.loads(out)["valid"] is False
+    invalid = write(tmp_path, "invalid.json", json.dumps({"calls": [ECHO, ECHO | {"id": "0"}]}))
+    code, _, err = await run_command("validate", invalid, env=env)
+    assert code == 2 and "call 1, field 'id': duplicate id" in err
+
+
+async def test_watch_follows_the_batch_to_its_end_and_resumes_after_a_seq(
+    env: dict[str, str], client: httpx.AsyncClient
+) -> None:
+    calls = [ECHO | {"id": f"e{n}"} for n in range(3)] + [{"id": "bad", "server": "demo", "tool": "fail"}]
+    batch_id = (await submit(client, calls))["id"]
+    code, out, err = await run_command("watch", batch_id, env=env)
+    *items, summary = out.splitlines()
+    assert code == 3, err
+    assert [int(line.split()[0]) for line in items] == [1, 2, 3, 4]
+    assert {line.split()[2]: line.split()[1] for line in items}["bad"] == "error"
+    assert summary == f"batch {batch_id} completed: 3 ok, 1 failed, 0 skipped of 4"
+    assert err.splitlines()[-1].startswith("4/4 done, 1 failed")
+
+    code, out, _ = await run_command("watch", batch_id, "--after", "3", "--json", env=env)
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [e["id"] for e in events if e["event"] == "item"] == ["4"]
+    assert events[-1]["event"] == "end" and events[-1]["data"]["ok"] is False
+    code, out, _ = await run_command("watch", batch_id, "--failures", env=env)
+    assert [line.split()[2] for line in out.splitlines()[:-1]] == ["bad"]
