@@ -161,7 +161,12 @@ class ItemResult(BaseModel):
     started_at: str | None = Field(None, description="When the call was dispatched (ISO 8601, UTC).")
     finished_at: str | None = Field(None, description="When the call finished (ISO 8601, UTC).")
     worker: str | None = Field(None, description="The worker process that ran the call.")
-    seq: int | None = Field(None, description="Finish order (1 = first to finish); the cursor of /results?after=.")
+    seq: int | None = Field(
+        None,
+        description="Place in finish order (1 = first to finish), the cursor of /results?after= and the id of its SSE "
+        "event; null while the item has not finished. Items that never ran (skipped, cancelled, expired) get theirs "
+        "when the batch ends, after every item that ran.",
+    )
     queued_seconds: float | None = Field(None, description="From submit to dispatch.")
     truncated: bool = Field(False, description="This copy of the item was shrunk to fit the response budget.")
     truncated_bytes: int = Field(0, description="Bytes removed from this copy (the stored item is whole).")

@@ -42,6 +42,7 @@ class ItemRecord(TypedDict):
     queued_seconds: NotRequired[float]
     stored_truncated: NotRequired[bool]
     stored_truncated_bytes: NotRequired[int]
+    seq: NotRequired[int]  # added by the store when it records the item (its place in finish order)
 
 
 def iso(ts: float | None) -> str | None:

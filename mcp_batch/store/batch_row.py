@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from mcp_batch.models import (
+    TERMINAL_BATCH,
     BackendLimits,
     BatchRequest,
     BatchStatus,
@@ -89,6 +90,15 @@ class BatchRow:
     stopped_at: int | None
     counts: dict[ItemStatus, int]  # finished items by status
     webhook: WebhookState | None
+    orphaned: tuple[int, ...] = ()  # once ended: claimed items that never finished, in index order
+
+    @property
+    def ended_items(self) -> int:
+        """How many items have a place in finish order: the finished ones, and once the batch has ended every item
+        that never will (which take theirs after them)."""
+        if self.status not in TERMINAL_BATCH:
+            return self.finished
+        return self.finished + self.total - self.claimed + len(self.orphaned)
 
 
 def _float(value: str | None) -> float | None:
@@ -126,6 +136,7 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         stopped_at=int(m["stopped_at"]) if "stopped_at" in m else None,
         counts={s: int(m.get(f"n:{s.value}", 0)) for s in ItemStatus},
         webhook=webhook,
+        orphaned=tuple(int(i) for i in m["orphaned"].split(",")) if m.get("orphaned") else (),
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from mcp_batch.contract.document import render
+from mcp_batch.contract.document import render, unrun_index, unrun_item
 from mcp_batch.errors import BatchNotFound, ItemNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchStatus, ItemResult, ItemStatus
@@ -85,16 +85,11 @@ class Reads:
             records = {offset + i: v for i, v in enumerate(raw_results) if v is not None}
         return render(batch_id, row, offset, [load_spec(c) for c in raw_calls], records, _failed(raw_failed))
 
-    async def snapshot(self, batch_id: str) -> tuple[BatchDocument, int, float | None]:
-        """The document without results, how many items have finished, and the deadline, read at one instant."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hgetall(self.keys.batch(batch_id))
-            pipe.llen(self.keys.finished(batch_id))
-            raw, finished = await pipe.execute()
-        row = parse_row(raw)
-        if row is None:
-            raise BatchNotFound(batch_id)
-        return render(batch_id, row, 0, [], {}, []), finished, row.deadline_at
+    async def snapshot(self, batch_id: str) -> tuple[BatchDocument, BatchRow]:
+        """The document without results and the row it was made from (its `finished` is the length of the list of
+        finished items), read at one instant."""
+        row = await self.row(batch_id)
+        return render(batch_id, row, 0, [], {}, []), row
 
     async def item(self, batch_id: str, item_id: str) -> ItemResult:
         """One item, whole, by its id."""
@@ -115,35 +110,38 @@ class Reads:
         return render(batch_id, row, index, [load_spec(spec)], records, []).results[0]
 
     async def finished_since(
-        self, batch_id: str, after: int, end: int | None = None, chunk: int = 500
+        self, batch_id: str, after: int, row: BatchRow, chunk: int = 500
     ) -> AsyncIterator[list[ItemResult]]:
-        """Finished items in finish order, after the `after`-th up to the `end`-th, in chunks; each with its `seq`."""
+        """Items in finish order after the `after`-th, as of `row` (a snapshot), in chunks, each with its `seq`: the
+        finished ones, then, once the batch has ended, those that never finished (see contract/document.py)."""
         keys = self.keys
         finished_k, results_k, calls_k = keys.finished(batch_id), keys.results(batch_id), keys.calls(batch_id)
-        if end is None:
-            end = await cast(Awaitable[int], self.redis.llen(finished_k))
-        position = after
+        position, end = after, row.ended_items
         while position < end:
-            stop = min(end, position + chunk) - 1
-            raw = await cast(Awaitable[list[bytes]], self.redis.lrange(finished_k, position, stop))
-            indexes = [int(i) for i in raw]
+            stop = min(end, position + chunk)
+            if position < row.finished:
+                stop = min(stop, row.finished)
+                raw = await cast(Awaitable[list[bytes]], self.redis.lrange(finished_k, position, stop - 1))
+                indexes = [int(i) for i in raw]
+            else:
+                indexes = [unrun_index(row, seq) for seq in range(position + 1, stop + 1)]
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.hmget(results_k, indexes)
+                pipe.hmget(results_k, indexes or [0])
                 for index in indexes:
                     pipe.lindex(calls_k, index)
                 records, *specs = await pipe.execute()
+            if not indexes or any(spec is None for spec in specs):
+                raise BatchNotFound(batch_id)  # expired while being read
             items = []
-            for n, (index, record, raw_spec) in enumerate(zip(indexes, records, specs, strict=True)):
+            for n, (index, record, raw_spec) in enumerate(zip(indexes, records, specs, strict=False)):
                 spec = load_spec(raw_spec)
+                if record is None:
+                    items.append(unrun_item(index, spec, row))
+                    continue
                 head = {"index": index, "id": spec.id, "server": spec.server, "tool": spec.tool}
                 items.append(ItemResult.model_validate(head | json.loads(record) | {"seq": position + n + 1}))
             position += len(indexes)
             yield items
-
-    async def finished_count(self, batch_id: str) -> int:
-        """How many items have finished (BatchNotFound for an unknown batch)."""
-        await self.status(batch_id)
-        return await cast(Awaitable[int], self.redis.llen(self.keys.finished(batch_id)))
 
     async def id_index(self, batch_id: str) -> dict[str, int]:
         """Casefolded item id -> index, for resolving references."""

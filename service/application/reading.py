@@ -65,17 +65,18 @@ class Results:
 
 
 async def results(app: Services, batch_id: str, statuses: set[ItemStatus] | None, after: int) -> Results:
-    """Every item finished after seq `after` (of these statuses), in finish order, up to a snapshot taken now."""
+    """Every item finished after seq `after` (of these statuses), in finish order, up to a snapshot taken now; once
+    the batch has ended, the items that never ran (skipped, cancelled, expired) too, after the others."""
     store = app.store
-    end = await store.reads.finished_count(batch_id)  # a snapshot: the cursor covers exactly what is streamed
+    row = await store.reads.row(batch_id)  # a snapshot: the cursor covers exactly what is streamed
 
     async def lines() -> AsyncIterator[bytes]:
-        async for chunk in store.reads.finished_since(batch_id, after, end=end):
+        async for chunk in store.reads.finished_since(batch_id, after, row):
             for found in chunk:
                 if statuses is None or found.status in statuses:
                     yield json.dumps(found.model_dump(mode="json"), ensure_ascii=False).encode() + b"\n"
 
-    return Results(lines(), max(after, end))
+    return Results(lines(), max(after, row.ended_items))
 
 
 async def batches(
