@@ -50,6 +50,7 @@ class ItemStatus(StrEnum):
     invalid_call = "invalid_call"
     blocked = "blocked"
     invalid_reference = "invalid_reference"
+    invalid_cursor = "invalid_cursor"
     cancelled = "cancelled"
     expired = "expired"
     interrupted = "interrupted"
@@ -81,6 +82,14 @@ class Call(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
     timeout_seconds: float | None = Field(
         None, gt=0, description="This call's timeout; default: its server's `timeout_seconds` from the servers file."
+    )
+    cursor: str | None = Field(
+        None,
+        min_length=1,
+        max_length=500,
+        description="A `next_cursor` from an earlier read of a truncated item of the same server, tool and "
+        "arguments: the call's result is that item's next page, read without calling the backend. A cursor that "
+        "does not verify or does not match ends the item `invalid_cursor`.",
     )
 
 
@@ -146,7 +155,7 @@ class ItemError(BaseModel):
 
 
 class ItemResult(BaseModel):
-    """One call's result as it stands: pending, running, or finished."""
+    """One call's result as it stands: pending, running, or finished. Fields that do not apply are left out."""
 
     index: int = Field(description="Zero-based position in the submitted calls.")
     id: str = Field(description="The call's id.")
@@ -155,11 +164,25 @@ class ItemResult(BaseModel):
     status: ItemStatus
     content: list[dict[str, Any]] | None = Field(None, description="MCP content blocks the tool returned.")
     structured_content: Any = Field(None, description="The tool's structured result, if any.")
+    meta: dict[str, Any] | None = Field(
+        None, description="The tool result's own `_meta` (runtime metadata of the tool), when it sent one."
+    )
     is_error: bool | None = Field(None, description="The tool's own isError flag, when the tool answered.")
     error: ItemError | None = None
-    elapsed_seconds: float | None = Field(None, description="Time spent in the backend call.")
-    started_at: str | None = Field(None, description="When the call was dispatched (ISO 8601, UTC).")
-    finished_at: str | None = Field(None, description="When the call finished (ISO 8601, UTC).")
+    started_at: str | None = Field(None, description="When a worker took the item (ISO 8601, UTC).")
+    finished_at: str | None = Field(None, description="When the item's result was made (ISO 8601, UTC).")
+    queued_seconds: float | None = Field(None, description="From the batch's submit to a worker taking the item.")
+    connect_seconds: float | None = Field(
+        None,
+        description="Time the item waited for its backend's session to open (a stdio server starting, an HTTP "
+        "handshake and tools/list); left out when a session was open.",
+    )
+    rate_wait_seconds: float | None = Field(
+        None, description="Time spent waiting for the backend's concurrency lease and rate-limit slot."
+    )
+    elapsed_seconds: float | None = Field(
+        None, description="The backend call itself, from send to answer (of the last attempt, when it was retried)."
+    )
     worker: str | None = Field(None, description="The worker process that ran the call.")
     seq: int | None = Field(
         None,
@@ -167,13 +190,19 @@ class ItemResult(BaseModel):
         "event; null while the item has not finished. Items that never ran (skipped, cancelled, expired) get theirs "
         "when the batch ends, after every item that ran.",
     )
-    queued_seconds: float | None = Field(None, description="From submit to dispatch.")
-    truncated: bool = Field(False, description="This copy of the item was shrunk to fit the response budget.")
-    truncated_bytes: int = Field(0, description="Bytes removed from this copy (the stored item is whole).")
-    attempts: int | None = Field(None, description="Times the call was sent (transient failures may be retried).")
-    rate_wait_seconds: float | None = Field(
-        None, description="Time spent waiting for the backend's concurrency lease and rate-limit slot."
+    truncated: bool = Field(
+        False,
+        description="This copy of the item was shrunk to fit the response budget: its content cut (see "
+        "`next_cursor`), its `meta` or structured content left out when they did not fit whole.",
     )
+    truncated_bytes: int = Field(0, description="Bytes removed from this copy (the stored item is whole).")
+    next_cursor: str | None = Field(
+        None,
+        description="Where the rest of the content starts: pass it as `?cursor=` to GET /v1/batches/{id}/items/"
+        "{item_id} (or get_item over MCP), or as a call's `cursor` with the same server, tool and arguments. Opaque; "
+        "it expires with the batch.",
+    )
+    attempts: int | None = Field(None, description="Times the call was sent (transient failures may be retried).")
     recovered: bool = Field(
         False, description="The worker first running this call stopped mid-call; another worker took it over."
     )
@@ -187,9 +216,7 @@ class ItemResult(BaseModel):
 
 
 class ItemPage(ItemResult):
-    """One item, whole, or one page of its content when it is larger than a response."""
-
-    next_cursor: str | None = Field(None, description="Pass as ?cursor= for the rest of `content`.")
+    """One item, whole, or one page of its content when it is larger than a response (`next_cursor` for the rest)."""
 
 
 class DryRunItem(BaseModel):

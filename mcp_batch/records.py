@@ -34,10 +34,13 @@ class ItemRecord(TypedDict):
     error: NotRequired[ErrorInfo | None]
     content: NotRequired[list[dict[str, Any]]]
     structured_content: NotRequired[Any]
+    meta: NotRequired[dict[str, Any]]
+    next_cursor: NotRequired[str]
     is_error: NotRequired[bool]
     elapsed_seconds: NotRequired[float]
     attempts: NotRequired[int]
     rate_wait_seconds: NotRequired[float]
+    connect_seconds: NotRequired[float]
     recovered: NotRequired[bool]
     queued_seconds: NotRequired[float]
     stored_truncated: NotRequired[bool]
@@ -64,10 +67,13 @@ def record(
     error: ErrorInfo | None = None,
     content: list[dict[str, Any]] | None = None,
     structured_content: Any = None,
+    meta: dict[str, Any] | None = None,
+    next_cursor: str | None = None,
     is_error: bool | None = None,
     elapsed_seconds: float | None = None,
     attempts: int | None = None,
     rate_wait_seconds: float | None = None,
+    connect_seconds: float | None = None,
     recovered: bool = False,
 ) -> ItemRecord:
     """The record of an item that ended with `status`. `started`/`finished` (epoch seconds) default to now: an item
@@ -85,6 +91,10 @@ def record(
     if content is not None:
         built["content"] = content
         built["structured_content"] = structured_content
+    if meta is not None:
+        built["meta"] = meta
+    if next_cursor is not None:
+        built["next_cursor"] = next_cursor
     if is_error is not None:
         built["is_error"] = is_error
     if elapsed_seconds is not None:
@@ -93,6 +103,8 @@ def record(
         built["attempts"] = attempts
     if rate_wait_seconds is not None:
         built["rate_wait_seconds"] = rate_wait_seconds
+    if connect_seconds is not None:
+        built["connect_seconds"] = connect_seconds
     if recovered:
         built["recovered"] = True
     return built

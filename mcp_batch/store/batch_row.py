@@ -188,6 +188,7 @@ class Spec:
     tool: str
     arguments: dict[str, Any]
     timeout_seconds: float | None = None
+    cursor: str | None = None  # the call reads a page of an earlier item instead of calling its backend
 
 
 def dump_spec(index: int, call: Call) -> str:
@@ -195,9 +196,13 @@ def dump_spec(index: int, call: Call) -> str:
     spec["arguments"] = call.arguments
     if call.timeout_seconds is not None:
         spec["timeout_seconds"] = call.timeout_seconds
+    if call.cursor is not None:
+        spec["cursor"] = call.cursor
     return json.dumps(spec)
 
 
 def load_spec(raw: bytes | str) -> Spec:
     spec = json.loads(raw)
-    return Spec(spec["id"], spec["server"], spec["tool"], spec["arguments"], spec.get("timeout_seconds"))
+    return Spec(
+        spec["id"], spec["server"], spec["tool"], spec["arguments"], spec.get("timeout_seconds"), spec.get("cursor")
+    )

@@ -35,6 +35,7 @@ class Claim:
     arguments: dict[str, Any]
     timeout_seconds: float | None = None  # the call's own timeout, when it set one
     recovered: bool = False  # taken over from a stopped worker, possibly after it reached the backend
+    cursor: str | None = None  # read a page of an earlier item instead of calling the backend
 
 
 class Claims:
@@ -75,6 +76,7 @@ class Claims:
             spec.arguments,
             spec.timeout_seconds,
             recovered=int(reply[2]) == 1,
+            cursor=spec.cursor,
         )
 
     def _coalesced(self, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:

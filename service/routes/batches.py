@@ -155,9 +155,20 @@ async def get_item(
     batch_id: OwnedBatchId,
     item_id: str,
     services: ServicesDep,
-    cursor: Annotated[str | None, Query(pattern=r"^\d+\.\d+$", description="`next_cursor` of the last page.")] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=500,
+            pattern=r"^[A-Za-z0-9_-]+$",
+            description="`next_cursor` of a truncated copy of this item or of the last page; 422 naming why when it "
+            "does not verify or is another item's.",
+        ),
+    ] = None,
 ) -> ItemPage:
-    """The stored item; when its content is larger than one response, a page of it and `next_cursor`."""
+    """The stored item, whole when it fits one response (`MCP_BATCH_RESPONSE_MAX_BYTES`); else as much of it as one
+    holds — `meta` and structured content whole when they fit, content cut on a character boundary — with
+    `next_cursor` for the rest of the content, page by page."""
     return await reading.item(services, batch_id, item_id, cursor)
 
 

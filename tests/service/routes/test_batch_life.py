@@ -116,7 +116,7 @@ async def test_a_call_has_its_own_timeout_within_a_ceiling(client: httpx.AsyncCl
     calls[0]["timeout_seconds"] = 1e9
     response = await client.post("/v1/batches", json={"calls": calls})
     assert response.status_code == 422
-    assert response.json()["detail"][0]["loc"] == ["calls", 0, "timeout_seconds"]
+    assert response.json()["detail"][0]["loc"] == ["body", "calls", 0, "timeout_seconds"]
 
 
 async def test_a_finished_batch_is_gone_after_its_retention(client: httpx.AsyncClient) -> None:
@@ -132,7 +132,7 @@ async def test_a_finished_batch_is_gone_after_its_retention(client: httpx.AsyncC
 
 async def test_a_retention_over_the_ceiling_is_refused(client: httpx.AsyncClient) -> None:
     response = await client.post("/v1/batches", json={"calls": sleeps(1, 0), "retention_seconds": 10**9})
-    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["retention_seconds"]
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "retention_seconds"]
 
 
 async def test_past_the_unfinished_bound_a_submit_is_429_and_stores_nothing(

@@ -31,7 +31,7 @@ async def test_ids_are_unique_ignoring_case_and_carry_no_dots(client: httpx.Asyn
     calls = [{"id": "Cur", **call("echo")}, {"id": "cur", **call("echo")}, {"id": "a.b", **call("echo")}]
     response = await client.post("/v1/batches", json={"calls": calls})
     assert response.status_code == 422
-    assert [d["loc"] for d in response.json()["detail"]] == [["calls", 1, "id"], ["calls", 2, "id"]]
+    assert [d["loc"] for d in response.json()["detail"]] == [["body", "calls", 1, "id"], ["body", "calls", 2, "id"]]
 
 
 async def test_calls_over_a_bound_are_invalid_and_never_dispatched(client: httpx.AsyncClient) -> None:
