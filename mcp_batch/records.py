@@ -48,6 +48,19 @@ class ItemRecord(TypedDict):
     seq: NotRequired[int]  # added by the store when it records the item (its place in finish order)
 
 
+TOOL_MESSAGE_CHARS = 500  # as CentralMCP bounds the errors it passes on
+
+
+def tool_message(content: list[dict[str, Any]]) -> str | None:
+    """A tool's error in its own words: its first text block, at most TOOL_MESSAGE_CHARS characters."""
+    for block in content:
+        text = block.get("text") if block.get("type") == "text" else None
+        if isinstance(text, str) and text.strip():
+            text = text.strip()
+            return text if len(text) <= TOOL_MESSAGE_CHARS else text[: TOOL_MESSAGE_CHARS - 1] + "…"
+    return None
+
+
 def iso(ts: float | None) -> str | None:
     """Epoch seconds as ISO 8601 in UTC (None stays None)."""
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp.types import CallToolResult, TextContent
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -158,6 +159,14 @@ class RequireToken:
             await PlainTextResponse("unauthorized", status_code=401)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+@server.tool(annotations=READ)
+def noted(text: str = "done", meta_size: int = 0, error: bool = False) -> CallToolResult:
+    """Answer with runtime metadata in the result's `_meta` (as tmux's nested tools do), optionally `meta_size`
+    characters of it, and optionally as the tool's own error (isError) with `text` as its words."""
+    meta = {"runtime": {"pane": "%3", "seconds": 0.01}, "padding": "m" * meta_size}
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error, _meta=meta)
 
 
 @server.tool(annotations=READ)

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mcp_types import SERVER_INFO_META_KEY
+
 from mcp_batch import records
 from mcp_batch.contract.checks import check_call, check_tool
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
@@ -138,7 +140,11 @@ async def run_call(
         break
     content = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
     fields = {"content": content, "structured_content": result.structured_content, "is_error": result.is_error}
-    if result.is_error:
-        msg = f"tool {claim.tool!r} reported an error (see content)"
+    # The tool's runtime metadata; the protocol's stamp of the server's identity is the item's `server` already.
+    meta = {key: value for key, value in (result.meta or {}).items() if key != SERVER_INFO_META_KEY}
+    if meta:
+        fields["meta"] = meta
+    if result.is_error:  # the tool's own words, as it gave them in its content
+        msg = records.tool_message(content) or f"tool {claim.tool!r} reported an error without text"
         return done(ItemStatus.error, error_info("tool_error", msg, "tool"), **fields)
     return done(ItemStatus.ok, **fields)
