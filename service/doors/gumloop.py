@@ -300,8 +300,8 @@ async def call_tools(request: Request, services: ServicesDep, caller: CallerOrRe
     if document.status not in TERMINAL_BATCH:
         return _timed_out(batch_id, waited)
     results = [to_result(item) for item in document.results]
-    body = GumloopResponse(results=results).model_dump(mode="json")
-    for result in body["results"]:
+    answer = GumloopResponse(results=results).model_dump(mode="json")
+    for result in answer["results"]:
         if result["meta"] is None:  # Gumloop's own fields only, unless the tool sent metadata
             del result["meta"]
-    return JSONResponse(body, status_code=status_code(results))
+    return JSONResponse(answer, status_code=status_code(results))
