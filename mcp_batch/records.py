@@ -49,14 +49,28 @@ class ItemRecord(TypedDict):
 
 
 TOOL_MESSAGE_CHARS = 500  # as CentralMCP bounds the errors it passes on
+_MASKED_CHARS = 4  # argument strings at least this long are masked in a tool's message (shorter ones are words)
 
 
-def tool_message(content: list[dict[str, Any]]) -> str | None:
-    """A tool's error in its own words: its first text block, at most TOOL_MESSAGE_CHARS characters."""
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value] if len(value) >= _MASKED_CHARS else []
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def tool_message(content: list[dict[str, Any]], arguments: dict[str, Any]) -> str | None:
+    """A tool's error in its own words: its first text block, at most TOOL_MESSAGE_CHARS characters, any argument
+    value it repeats masked as `***` (an error never echoes an argument; the content keeps what the tool said)."""
     for block in content:
         text = block.get("text") if block.get("type") == "text" else None
         if isinstance(text, str) and text.strip():
             text = text.strip()
+            for value in sorted(_strings(arguments), key=len, reverse=True):
+                text = text.replace(value, "***")
             return text if len(text) <= TOOL_MESSAGE_CHARS else text[: TOOL_MESSAGE_CHARS - 1] + "…"
     return None
 

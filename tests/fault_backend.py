@@ -162,11 +162,14 @@ class RequireToken:
 
 
 @server.tool(annotations=READ)
-def noted(text: str = "done", meta_size: int = 0, error: bool = False) -> CallToolResult:
+def noted(text: str = "done", meta_size: int = 0, error_chars: int = 0) -> CallToolResult:
     """Answer with runtime metadata in the result's `_meta` (as tmux's nested tools do), optionally `meta_size`
-    characters of it, and optionally as the tool's own error (isError) with `text` as its words."""
+    characters of it; with `error_chars`, as the tool's own error (isError) explaining itself at that length."""
     meta = {"runtime": {"pane": "%3", "seconds": 0.01}, "padding": "m" * meta_size}
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error, _meta=meta)
+    if error_chars:
+        explained = "the tool explains itself: " + "é" * error_chars
+        return CallToolResult(content=[TextContent(type="text", text=explained)], is_error=True, _meta=meta)
+    return CallToolResult(content=[TextContent(type="text", text=text)], _meta=meta)
 
 
 @server.tool(annotations=READ)

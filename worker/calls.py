@@ -145,6 +145,6 @@ async def run_call(
     if meta:
         fields["meta"] = meta
     if result.is_error:  # the tool's own words, as it gave them in its content
-        msg = records.tool_message(content) or f"tool {claim.tool!r} reported an error without text"
+        msg = records.tool_message(content, claim.arguments) or f"tool {claim.tool!r} reported an error without text"
         return done(ItemStatus.error, error_info("tool_error", msg, "tool"), **fields)
     return done(ItemStatus.ok, **fields)

@@ -18,6 +18,7 @@ from tests.third_party import everything_command
 pytestmark = pytest.mark.timeout(90)
 
 LONG = "the tool explains itself: " + "é" * 600
+SECRET = "hunter2-argument-value"
 
 
 @pytest.fixture
@@ -40,17 +41,21 @@ async def test_a_tool_error_gives_its_own_first_text_bounded_on_every_door(
     client: httpx.AsyncClient, service: ServiceHandle
 ) -> None:
     calls = [
-        {"id": "short", "server": "demo_http", "tool": "fail", "arguments": {"reason": "the disk is full"}},
-        {"id": "long", "server": "demo", "tool": "noted", "arguments": {"text": LONG, "error": True}},
+        {"id": "short", "server": "demo_http", "tool": "fail"},
+        {"id": "long", "server": "demo", "tool": "noted", "arguments": {"error_chars": 600}},
+        {"id": "echoing", "server": "demo_http", "tool": "fail", "arguments": {"reason": f"no access for {SECRET}"}},
     ]
     rest = {item["id"]: item for item in (await run_batch(client, calls))["results"]}
     assert rest["short"]["error"]["code"] == "tool_error" and rest["short"]["error"]["type"] == "tool"
-    own = "Error executing tool fail: the disk is full"  # the SDK's servers put their own words before the tool's
+    own = "Error executing tool fail: this tool always fails"  # the SDK's servers put their words before the tool's
     assert rest["short"]["error"]["message"] == own
     assert rest["short"]["content"] == [{"type": "text", "text": own}]  # REST keeps the content
     message = rest["long"]["error"]["message"]
     assert len(message) == 500 and LONG.startswith(message[:-1]) and message.endswith("…")
     assert rest["long"]["content"][0]["text"] == LONG
+    # An argument the tool repeats is masked in the message (errors never echo arguments); the content has it.
+    assert rest["echoing"]["error"]["message"] == "Error executing tool fail: ***"
+    assert SECRET in rest["echoing"]["content"][0]["text"]
 
     async with Client(f"{service.base_url}/mcp/") as mcp:
         answer = await mcp.call_tool("call_tools_batch", {"calls": calls})
@@ -59,13 +64,15 @@ async def test_a_tool_error_gives_its_own_first_text_bounded_on_every_door(
     assert door["long"]["error"]["message"] == message
 
     gumloop = [
-        {"ref": c["id"], "server_id": c["server"], "tool_name": c["tool"], "arguments": c["arguments"]} for c in calls
+        {"ref": c["id"], "server_id": c["server"], "tool_name": c["tool"], "arguments": c.get("arguments", {})}
+        for c in calls
     ]
     response = await client.post("/mcp/tools/call", json={"calls": gumloop})
     results = {r["ref"]: r for r in response.json()["results"]}
     assert results["short"]["status"] == "error" and results["short"]["content"] is None  # success only, as Gumloop
     assert results["short"]["error"]["message"] == own
     assert results["long"]["error"]["message"] == message
+    assert SECRET not in response.text
 
 
 async def test_the_tools_meta_is_kept_per_item_on_every_door(client: httpx.AsyncClient, service: ServiceHandle) -> None:
