@@ -53,7 +53,9 @@ async def _open(pool: SessionPool, server: str) -> BackendSession | ErrorInfo:
     try:
         return await pool.session(server)
     except BackendUnauthenticated as exc:  # the credentials, not the backend's health: say so
-        return error_info(exc.code, str(exc), "backend")
+        return error_info(exc.code, f"could not open a session to {server!r}: {exc}", "backend")
+    except BackendError as exc:  # the root cause, in words (backends/failures.py)
+        return error_info("backend_unavailable", f"could not open a session to {server!r}: {exc}", "backend")
     except Exception as exc:
         msg = f"could not open a session to {server!r}: {type(exc).__name__}"
         return error_info("backend_unavailable", msg, "backend")

@@ -18,6 +18,7 @@ from mcp_types import CONNECTION_CLOSED
 
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.connect import HttpOutcome, connect, http_outcome, list_tools
+from mcp_batch.backends.failures import describe
 from mcp_batch.backends.servers_file import Backend, Registry
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
@@ -51,8 +52,11 @@ class BackendSession:
         self._owner = asyncio.create_task(self._own(ready), name=f"mcp-session:{self.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
-        except BaseException:
+        except TimeoutError:
             await self.close(wait=0.0)  # still starting: stop it now (a stdio process is reaped by its owner)
+            raise BackendError(f"the session did not open within {self.connect_timeout:g}s") from None
+        except BaseException:
+            await self.close(wait=0.0)
             raise
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
@@ -66,13 +70,12 @@ class BackendSession:
                 ready.set_result(None)
                 await self._closing.wait()
         except BaseException as exc:  # the owner must never die silently: hand the failure to open()
+            # connect() says why in words (a BackendError); anything else is a bug or a cancel, named by its type.
             if not ready.done():
-                failure: BaseException = exc
-                if outcome.status in (401, 403):
-                    failure = BackendUnauthenticated(f"{self.name!r} refused the credentials (HTTP {outcome.status})")
-                ready.set_exception(failure if isinstance(failure, Exception) else BackendError("session cancelled"))
+                ready.set_exception(exc if isinstance(exc, Exception) else BackendError("session cancelled"))
             elif not isinstance(exc, asyncio.CancelledError):
-                logger.warning("session to %s ended: %s", self.name, type(exc).__name__)
+                said = str(exc) if isinstance(exc, BackendError) else type(exc).__name__
+                logger.warning("session to %s ended: %s", self.name, said)
         finally:
             self.client = None
 
@@ -123,7 +126,8 @@ class BackendSession:
             raise BackendError(f"{self.name!r} answered {tool!r} with protocol error {exc.error.code}") from None
         except (OSError, EOFError, ConnectionError, BaseExceptionGroup) as exc:
             await self.close()
-            raise BackendError(f"connection to {self.name!r} failed: {type(exc).__name__}", transient=True) from None
+            said = describe(exc, self.backend, "the call was in flight")
+            raise BackendError(f"connection to {self.name!r} failed: {said}", transient=True) from None
         finally:
             http_outcome.reset(token)
 
