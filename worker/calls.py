@@ -78,6 +78,7 @@ async def run_call(
     clock = time.monotonic()
     attempts: int | None = None  # None until the gate is reached: nothing was sent
     waited: float | None = None
+    connecting: float | None = None  # set when the item waited for its backend's session to open
 
     def done(status: ItemStatus, error: ErrorInfo | None = None, **result: Any) -> ItemRecord:
         return records.record(
@@ -88,6 +89,7 @@ async def run_call(
             elapsed_seconds=round(time.monotonic() - clock, 6),
             attempts=attempts,
             rate_wait_seconds=waited,
+            connect_seconds=connecting,
             recovered=claim.recovered,
             **result,
         )
@@ -95,7 +97,10 @@ async def run_call(
     refusal = check_call(claim.server, claim.tool, claim.arguments, pool.registry.get(claim.server), pool.bounds)
     if refusal is not None:
         return done(refusal.status, refusal.error())
+    opening = None if pool.ready(claim.server) else time.monotonic()
     session = await _open(pool, claim.server)
+    if opening is not None:
+        connecting = round(time.monotonic() - opening, 6)
     if not isinstance(session, BackendSession):
         return done(ItemStatus.error, session)
     refusal = check_tool(claim.server, claim.tool, claim.arguments, session.backend, session.tools, read_only)

@@ -94,6 +94,8 @@ async def startup(ctx: dict[str, Any]) -> None:
         asyncio.create_task(recover_forever(state), name="recovery"),
         asyncio.create_task(deliver_forever(state), name="webhooks"),
     ]
+    if settings.warm_sessions:  # in the background: start-up never waits for a backend
+        state.loops.append(asyncio.create_task(pool.warm(), name="warm-sessions"))
     ctx[STATE] = state
     logger.info("worker %s ready for %d backends", worker_id, len(registry))
 

@@ -204,6 +204,24 @@ class SessionPool:
             await self.catalog.put(server, list(session.tools.values()))
             return session
 
+    def ready(self, server: str) -> bool:
+        """Whether `server` has a session open and fresh now (a call would not wait for one to open)."""
+        session = self._sessions.get(server)
+        return session is not None and self._usable(session) and self._fresh(session)
+
+    async def warm(self) -> None:
+        """Open a session to every configured backend, all at once; one that fails is logged and opened again by
+        its first call."""
+
+        async def one(server: str) -> None:
+            try:
+                await self.session(server)
+            except Exception as exc:
+                said = str(exc) if isinstance(exc, BackendError) else type(exc).__name__
+                logger.warning("could not open a session to %s ahead of its first call: %s", server, said)
+
+        await asyncio.gather(*(one(server) for server in self.registry.names))
+
     @staticmethod
     def _usable(session: BackendSession) -> bool:
         return session.alive and not session.suspect
