@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class Mode(StrEnum):
@@ -213,6 +213,13 @@ class ItemResult(BaseModel):
         "the last of them cut). Unlike `truncated`, nothing more can be fetched.",
     )
     stored_truncated_bytes: int = Field(0, description="Bytes of the result record that were not stored.")
+
+    # No return annotation: pydantic would take it for the serialized schema, and the schema stays the model's own
+    # (every field that may be left out has a default, so none of them is required).
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """Fields that do not apply (null) are left out of every serialized item."""
+        return {key: value for key, value in handler(self).items() if value is not None}
 
 
 class ItemPage(ItemResult):

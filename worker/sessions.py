@@ -49,6 +49,8 @@ class BackendSession:
     async def open(self) -> None:
         """Start the owner task and wait until the session is initialized and its tools are listed."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Read by whoever is waiting; one that gave up (a timeout, a cancel) must not leave it unretrieved.
+        ready.add_done_callback(lambda done: done.cancelled() or done.exception())
         self._owner = asyncio.create_task(self._own(ready), name=f"mcp-session:{self.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)

@@ -46,6 +46,7 @@ _REPLAYED: dict[int | str, dict[str, Any]] = {
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorDetail, "description": "No such batch (or it expired), or no such item."}
 }
+_LOCATION = {"Location": {"description": "The batch: `/v1/batches/{id}`.", "schema": {"type": "string"}}}
 _KEY_CONFLICT = "the Idempotency-Key was used with a different request, or that request is still in progress"
 
 
@@ -54,6 +55,7 @@ _KEY_CONFLICT = "the Idempotency-Key was used with a different request, or that 
     status_code=202,
     summary="Submit a batch of MCP tool calls",
     responses={
+        202: {"description": "Accepted: the batch's summary and counts.", "headers": _LOCATION},
         **_REPLAYED,
         409: {"description": f"Refused: {_KEY_CONFLICT}."},
         429: {"description": "Too many unfinished items in the service; retry after `Retry-After` seconds."},
@@ -66,7 +68,8 @@ async def submit_batch(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> BatchDocument:
-    """Validate the whole batch, store it and queue it; answers at once with the (queued) document."""
+    """Validate the whole batch, store it and queue it; answers at once with its summary and counts (`results` is
+    empty: read them from `Location`, `GET /v1/batches/{id}?wait=S`)."""
     return await _submitted(services, response, await submitting.submit(services, request, caller, idempotency_key))
 
 
@@ -92,10 +95,11 @@ async def retry_batch(
 
 
 async def _submitted(services: Services, response: Response, submitted: submitting.Submitted) -> BatchDocument:
+    """The batch's summary and counts (no page of results: they are all pending) and where to read it."""
     response.headers["Location"] = f"/v1/batches/{submitted.batch_id}"
     if not submitted.created:
         response.status_code = 200
-    return await reading.document(services, submitted.batch_id)
+    return await reading.document(services, submitted.batch_id, limit=0)
 
 
 @router.post("/batches:validate", summary="Dry run: every check, each call's would-be status; nothing queued")
