@@ -217,7 +217,7 @@ async def test_without_a_secret_webhooks_are_not_configured(settings: Settings) 
         response = await client.post("/v1/batches", json=body)
     assert response.status_code == 422
     assert response.json()["detail"] == [
-        {"loc": ["webhook_url"], "msg": "webhooks are not configured", "type": "webhook_refused"}
+        {"loc": ["body", "webhook_url"], "msg": "webhooks are not configured", "type": "webhook_refused"}
     ]
 
 
