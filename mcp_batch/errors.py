@@ -6,6 +6,7 @@ MCPBatchError
  │    └── ItemNotFound            the batch has no item with that id
  ├── Backpressure                 too many items are queued or running; try again after `retry_after`
  ├── InvalidBatch                 the request is malformed as a whole; `problems` lists every fault
+ │    └── InvalidCursor           a cursor does not verify or does not fit what it is used for (`reason` says why)
  ├── Unauthenticated              no valid API key was presented
  ├── Forbidden                    the key may not do this (a server, write tools, another tenant's team)
  ├── Conflict                     the request cannot be carried out as things stand
@@ -77,6 +78,14 @@ class InvalidBatch(MCPBatchError):
     def __init__(self, problems: list[Problem]) -> None:
         super().__init__("; ".join(f"{'.'.join(map(str, p.loc))}: {p.msg}" for p in problems))
         self.problems = problems
+
+
+class InvalidCursor(InvalidBatch):
+    """A cursor that does not verify, or names something it cannot be used for; `reason` says why, never the cursor."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__([Problem(("cursor",), reason, "invalid_cursor")])
+        self.reason = reason
 
 
 class Conflict(MCPBatchError):

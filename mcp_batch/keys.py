@@ -26,6 +26,7 @@ Shared:
     {p}:unfinished            string  items of unfinished batches not yet finished (backpressure)
     {p}:webhooks              zset    batch id -> when its completion webhook is next due (ms; 0: now)
     {p}:workers               zset    worker id -> its last heartbeat (ms); live workers decide how a batch is sharded
+    {p}:cursor-secret         string  the random key cursors are signed with when MCP_BATCH_CURSOR_SECRET is unset
     {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)
     {p}:events:done           channel a batch id, published once when that batch reaches a terminal status
     {p}:events:wake           channel published after each enqueue, so idle workers poll at once
@@ -148,6 +149,10 @@ class Keys:
     @property
     def workers(self) -> str:
         return f"{self.prefix}:workers"
+
+    @property
+    def cursor_secret(self) -> str:
+        return f"{self.prefix}:cursor-secret"
 
     @property
     def queue(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class Mode(StrEnum):
@@ -50,6 +50,7 @@ class ItemStatus(StrEnum):
     invalid_call = "invalid_call"
     blocked = "blocked"
     invalid_reference = "invalid_reference"
+    invalid_cursor = "invalid_cursor"
     cancelled = "cancelled"
     expired = "expired"
     interrupted = "interrupted"
@@ -81,6 +82,14 @@ class Call(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
     timeout_seconds: float | None = Field(
         None, gt=0, description="This call's timeout; default: its server's `timeout_seconds` from the servers file."
+    )
+    cursor: str | None = Field(
+        None,
+        min_length=1,
+        max_length=500,
+        description="A `next_cursor` from an earlier read of a truncated item of the same server, tool and "
+        "arguments: the call's result is that item's next page, read without calling the backend. A cursor that "
+        "does not verify or does not match ends the item `invalid_cursor`.",
     )
 
 
@@ -146,7 +155,7 @@ class ItemError(BaseModel):
 
 
 class ItemResult(BaseModel):
-    """One call's result as it stands: pending, running, or finished."""
+    """One call's result as it stands: pending, running, or finished. Fields that do not apply are left out."""
 
     index: int = Field(description="Zero-based position in the submitted calls.")
     id: str = Field(description="The call's id.")
@@ -155,20 +164,45 @@ class ItemResult(BaseModel):
     status: ItemStatus
     content: list[dict[str, Any]] | None = Field(None, description="MCP content blocks the tool returned.")
     structured_content: Any = Field(None, description="The tool's structured result, if any.")
+    meta: dict[str, Any] | None = Field(
+        None, description="The tool result's own `_meta` (runtime metadata of the tool), when it sent one."
+    )
     is_error: bool | None = Field(None, description="The tool's own isError flag, when the tool answered.")
     error: ItemError | None = None
-    elapsed_seconds: float | None = Field(None, description="Time spent in the backend call.")
-    started_at: str | None = Field(None, description="When the call was dispatched (ISO 8601, UTC).")
-    finished_at: str | None = Field(None, description="When the call finished (ISO 8601, UTC).")
-    worker: str | None = Field(None, description="The worker process that ran the call.")
-    seq: int | None = Field(None, description="Finish order (1 = first to finish); the cursor of /results?after=.")
-    queued_seconds: float | None = Field(None, description="From submit to dispatch.")
-    truncated: bool = Field(False, description="This copy of the item was shrunk to fit the response budget.")
-    truncated_bytes: int = Field(0, description="Bytes removed from this copy (the stored item is whole).")
-    attempts: int | None = Field(None, description="Times the call was sent (transient failures may be retried).")
+    started_at: str | None = Field(None, description="When a worker took the item (ISO 8601, UTC).")
+    finished_at: str | None = Field(None, description="When the item's result was made (ISO 8601, UTC).")
+    queued_seconds: float | None = Field(None, description="From the batch's submit to a worker taking the item.")
+    connect_seconds: float | None = Field(
+        None,
+        description="Time the item waited for its backend's session to open (a stdio server starting, an HTTP "
+        "handshake and tools/list); left out when a session was open.",
+    )
     rate_wait_seconds: float | None = Field(
         None, description="Time spent waiting for the backend's concurrency lease and rate-limit slot."
     )
+    elapsed_seconds: float | None = Field(
+        None, description="The backend call itself, from send to answer (of the last attempt, when it was retried)."
+    )
+    worker: str | None = Field(None, description="The worker process that ran the call.")
+    seq: int | None = Field(
+        None,
+        description="Place in finish order (1 = first to finish), the cursor of /results?after= and the id of its SSE "
+        "event; null while the item has not finished. Items that never ran (skipped, cancelled, expired) get theirs "
+        "when the batch ends, after every item that ran.",
+    )
+    truncated: bool = Field(
+        False,
+        description="This copy of the item was shrunk to fit the response budget: its content cut (see "
+        "`next_cursor`), its `meta` or structured content left out when they did not fit whole.",
+    )
+    truncated_bytes: int = Field(0, description="Bytes removed from this copy (the stored item is whole).")
+    next_cursor: str | None = Field(
+        None,
+        description="Where the rest of the content starts: pass it as `?cursor=` to GET /v1/batches/{id}/items/"
+        "{item_id} (or get_item over MCP), or as a call's `cursor` with the same server, tool and arguments. Opaque; "
+        "it expires with the batch.",
+    )
+    attempts: int | None = Field(None, description="Times the call was sent (transient failures may be retried).")
     recovered: bool = Field(
         False, description="The worker first running this call stopped mid-call; another worker took it over."
     )
@@ -180,11 +214,16 @@ class ItemResult(BaseModel):
     )
     stored_truncated_bytes: int = Field(0, description="Bytes of the result record that were not stored.")
 
+    # No return annotation: pydantic would take it for the serialized schema, and the schema stays the model's own
+    # (every field that may be left out has a default, so none of them is required).
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """Fields that do not apply (null) are left out of every serialized item."""
+        return {key: value for key, value in handler(self).items() if value is not None}
+
 
 class ItemPage(ItemResult):
-    """One item, whole, or one page of its content when it is larger than a response."""
-
-    next_cursor: str | None = Field(None, description="Pass as ?cursor= for the rest of `content`.")
+    """One item, whole, or one page of its content when it is larger than a response (`next_cursor` for the rest)."""
 
 
 class DryRunItem(BaseModel):

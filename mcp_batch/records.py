@@ -34,14 +34,45 @@ class ItemRecord(TypedDict):
     error: NotRequired[ErrorInfo | None]
     content: NotRequired[list[dict[str, Any]]]
     structured_content: NotRequired[Any]
+    meta: NotRequired[dict[str, Any]]
+    next_cursor: NotRequired[str]
     is_error: NotRequired[bool]
     elapsed_seconds: NotRequired[float]
     attempts: NotRequired[int]
     rate_wait_seconds: NotRequired[float]
+    connect_seconds: NotRequired[float]
     recovered: NotRequired[bool]
     queued_seconds: NotRequired[float]
     stored_truncated: NotRequired[bool]
     stored_truncated_bytes: NotRequired[int]
+    seq: NotRequired[int]  # added by the store when it records the item (its place in finish order)
+
+
+TOOL_MESSAGE_CHARS = 500  # as CentralMCP bounds the errors it passes on
+_MASKED_CHARS = 4  # argument strings at least this long are masked in a tool's message (shorter ones are words)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value] if len(value) >= _MASKED_CHARS else []
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def tool_message(content: list[dict[str, Any]], arguments: dict[str, Any]) -> str | None:
+    """A tool's error in its own words: its first text block, at most TOOL_MESSAGE_CHARS characters, any argument
+    value it repeats masked as `***` (an error never echoes an argument; the content keeps what the tool said)."""
+    for block in content:
+        text = block.get("text") if block.get("type") == "text" else None
+        if isinstance(text, str) and text.strip():
+            text = text.strip()
+            for value in sorted(_strings(arguments), key=len, reverse=True):
+                text = text.replace(value, "***")
+            return text if len(text) <= TOOL_MESSAGE_CHARS else text[: TOOL_MESSAGE_CHARS - 1] + "…"
+    return None
 
 
 def iso(ts: float | None) -> str | None:
@@ -63,10 +94,13 @@ def record(
     error: ErrorInfo | None = None,
     content: list[dict[str, Any]] | None = None,
     structured_content: Any = None,
+    meta: dict[str, Any] | None = None,
+    next_cursor: str | None = None,
     is_error: bool | None = None,
     elapsed_seconds: float | None = None,
     attempts: int | None = None,
     rate_wait_seconds: float | None = None,
+    connect_seconds: float | None = None,
     recovered: bool = False,
 ) -> ItemRecord:
     """The record of an item that ended with `status`. `started`/`finished` (epoch seconds) default to now: an item
@@ -84,6 +118,10 @@ def record(
     if content is not None:
         built["content"] = content
         built["structured_content"] = structured_content
+    if meta is not None:
+        built["meta"] = meta
+    if next_cursor is not None:
+        built["next_cursor"] = next_cursor
     if is_error is not None:
         built["is_error"] = is_error
     if elapsed_seconds is not None:
@@ -92,6 +130,8 @@ def record(
         built["attempts"] = attempts
     if rate_wait_seconds is not None:
         built["rate_wait_seconds"] = rate_wait_seconds
+    if connect_seconds is not None:
+        built["connect_seconds"] = connect_seconds
     if recovered:
         built["recovered"] = True
     return built

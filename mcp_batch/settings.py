@@ -277,6 +277,19 @@ class Settings(BaseSettings):
         description="Address a worker's Prometheus metrics listen on: loopback unless set (a container scraped from "
         "its network sets 0.0.0.0).",
     )
+    # What a caller sees of an item: cursors into truncated items, sessions opened ahead of the first batch.
+    cursor_secret: SecretStr | None = Field(
+        None,
+        description="Secret the `next_cursor` of truncated items is signed with (HMAC-SHA256; a key is derived from "
+        "it). Give every API and worker the same one. Unset: a random key is made once and kept in Redis (shared by "
+        "every process using that Redis), so cursors stop verifying if Redis loses its data.",
+    )
+    warm_sessions: bool = Field(
+        True,
+        description="When a worker starts, open a session to every configured backend in the background (never "
+        "delaying start-up), so the first batch does not wait for a stdio server to start; a backend that cannot be "
+        "reached is logged and opened again by its first call.",
+    )
 
 
 @lru_cache

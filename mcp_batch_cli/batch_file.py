@@ -14,7 +14,7 @@ from mcp_batch.client import Problem
 from mcp_batch.contract.validation import validate_batch
 from mcp_batch.errors import InvalidBatch
 from mcp_batch.models import BatchRequest
-from mcp_batch_cli.failures import BadBatch
+from mcp_batch_cli.command_errors import BadBatch
 
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 

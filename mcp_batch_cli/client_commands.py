@@ -22,7 +22,7 @@ from mcp_batch.client import Client, ClientError, Conflict
 from mcp_batch.models import BatchDocument, BatchRequest, BatchStatus, ItemStatus
 from mcp_batch_cli import discovery, terminal
 from mcp_batch_cli.batch_file import is_json_lines, load_batch, readable
-from mcp_batch_cli.failures import CommandError, explained
+from mcp_batch_cli.command_errors import CommandError, explained
 from mcp_batch_cli.streams import copy_results, watch
 
 

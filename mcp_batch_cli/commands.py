@@ -19,7 +19,7 @@ from mcp_batch.ops import logs
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import KeyEntry, new_key
 from mcp_batch_cli.client_parsers import HelpFormatter, add_client_commands, command
-from mcp_batch_cli.failures import CommandError
+from mcp_batch_cli.command_errors import CommandError
 
 _GRACEFUL_SHUTDOWN_SECONDS = 30
 RUNS_UNTIL_STOPPED = (

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mcp_batch_cli.failures import CommandError
+from mcp_batch_cli.command_errors import CommandError
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
 

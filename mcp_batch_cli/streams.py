@@ -12,7 +12,7 @@ from typing import IO
 from mcp_batch.client import Client
 from mcp_batch.models import Counts, ItemStatus
 from mcp_batch_cli import terminal
-from mcp_batch_cli.failures import CommandError
+from mcp_batch_cli.command_errors import CommandError
 
 
 def copy_results(

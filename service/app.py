@@ -24,6 +24,7 @@ from mcp_batch.ops.prometheus import ApiMetrics
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
+from mcp_batch.store.cursor_key import load_cursor_key
 from mcp_batch.tenants import load_keys
 from service.application.services import Services
 from service.doors import gumloop
@@ -65,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             catalog=catalog,
             rate=RateLimiter(redis, keys),
             leases=LeaseSemaphore(redis, keys),
+            cursors=await load_cursor_key(redis, keys, settings.cursor_secret),
             metrics=metrics,
         )
         try:

@@ -48,6 +48,19 @@ def get_caller(
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
 
+
+def caller_or_refusal(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Caller | Unauthenticated:
+    """The caller, or why there is none: for a door that answers a missing key in its own shape."""
+    try:
+        return get_caller(request, credentials)
+    except Unauthenticated as exc:
+        return exc
+
+
+CallerOrRefusalDep = Annotated[Caller | Unauthenticated, Depends(caller_or_refusal)]
+
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorDetail, "description": "No API key, or one the keys file does not hold."},
     403: {"description": "The key may not do this: `detail` lists each call or field at fault (`loc`, `msg`)."},

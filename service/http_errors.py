@@ -1,6 +1,9 @@
 """The HTTP edge of the error tree: core exceptions become status codes here and nowhere else.
 
-Validation errors never echo the submitted values (a secret in `arguments` must not come back in a 422).
+Validation errors never echo the submitted values (a secret in `arguments` must not come back in a 422). Every 422 and
+403 names its faults with one form of `loc`, FastAPI's: where in the request first (`body`, `query`, `header`,
+`path`), then the path inside it (`["body", "calls", 1, "id"]`); the core's problems, which name paths inside the
+body, get the `body` in front here.
 A Redis failure anywhere in a request is a 503 with one clear sentence, never a traceback; redis-py's pool reconnects
 on the next request, so the API recovers by itself when Redis is back.
 """
@@ -21,6 +24,7 @@ from mcp_batch.errors import (
     Conflict,
     Forbidden,
     InvalidBatch,
+    InvalidCursor,
     Unauthenticated,
 )
 from service.auth import unauthorized
@@ -34,6 +38,14 @@ def _message(error: Any) -> str:
     return f"{error['msg']}: {reason}" if isinstance(reason, str) else str(error["msg"])
 
 
+_PARTS = frozenset({"body", "query", "header", "path", "cookie"})
+
+
+def _loc(loc: tuple[str | int, ...], where: str = "body") -> list[str | int]:
+    """A core problem's location in FastAPI's form (the part of the request first)."""
+    return list(loc) if loc and loc[0] in _PARTS else [where, *loc]
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -42,7 +54,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidBatch)
     async def invalid_batch(_: Request, exc: InvalidBatch) -> JSONResponse:
-        detail = [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in exc.problems]
+        where = "query" if isinstance(exc, InvalidCursor) else "body"  # the REST routes take a cursor as ?cursor=
+        detail = [{"loc": _loc(p.loc, where), "msg": p.msg, "type": p.type} for p in exc.problems]
         return JSONResponse({"detail": detail}, status_code=422)
 
     @app.exception_handler(Unauthenticated)
@@ -51,7 +64,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Forbidden)
     async def forbidden(_: Request, exc: Forbidden) -> JSONResponse:
-        detail = [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in exc.problems]
+        detail = [{"loc": _loc(p.loc), "msg": p.msg, "type": p.type} for p in exc.problems]
         return JSONResponse({"detail": detail}, status_code=403)
 
     @app.exception_handler(BatchNotFound)

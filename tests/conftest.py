@@ -58,8 +58,16 @@ def servers(tmp_path: Path, http_backend: HttpBackendProcess) -> dict[str, Any]:
 def settings(tmp_path: Path, servers: dict[str, Any], redis: aioredis.Redis) -> Settings:
     path = tmp_path / "servers.json"
     path.write_text(json.dumps({"mcpServers": servers}))
-    # worker_metrics_port=0: a test that reads a worker's metrics gives it a free port of its own
-    return Settings(redis_url=REDIS_URL, servers=path, worker_idle_poll_seconds=30, auth="none", worker_metrics_port=0)
+    # worker_metrics_port=0: a test that reads a worker's metrics gives it a free port of its own; warm_sessions off:
+    # a test's worker opens the sessions its calls need, not one per configured backend (a test turns it on)
+    return Settings(
+        redis_url=REDIS_URL,
+        servers=path,
+        worker_idle_poll_seconds=30,
+        auth="none",
+        worker_metrics_port=0,
+        warm_sessions=False,
+    )
 
 
 @pytest.fixture

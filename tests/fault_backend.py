@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp.types import CallToolResult, TextContent
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -160,6 +161,17 @@ class RequireToken:
             await PlainTextResponse("unauthorized", status_code=401)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+@server.tool(annotations=READ)
+def noted(text: str = "done", meta_size: int = 0, error_chars: int = 0) -> CallToolResult:
+    """Answer with runtime metadata in the result's `_meta` (as tmux's nested tools do), optionally `meta_size`
+    characters of it; with `error_chars`, as the tool's own error (isError) explaining itself at that length."""
+    meta = {"runtime": {"pane": "%3", "seconds": 0.01}, "padding": "m" * meta_size}
+    if error_chars:
+        explained = "the tool explains itself: " + "é" * error_chars
+        return CallToolResult(content=[TextContent(type="text", text=explained)], is_error=True, _meta=meta)
+    return CallToolResult(content=[TextContent(type="text", text=text)], _meta=meta)
 
 
 @server.tool(annotations=READ)

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mcp_types import SERVER_INFO_META_KEY
+
 from mcp_batch import records
 from mcp_batch.contract.checks import check_call, check_tool
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
@@ -51,7 +53,9 @@ async def _open(pool: SessionPool, server: str) -> BackendSession | ErrorInfo:
     try:
         return await pool.session(server)
     except BackendUnauthenticated as exc:  # the credentials, not the backend's health: say so
-        return error_info(exc.code, str(exc), "backend")
+        return error_info(exc.code, f"could not open a session to {server!r}: {exc}", "backend")
+    except BackendError as exc:  # the root cause, in words (backends/failures.py)
+        return error_info("backend_unavailable", f"could not open a session to {server!r}: {exc}", "backend")
     except Exception as exc:
         msg = f"could not open a session to {server!r}: {type(exc).__name__}"
         return error_info("backend_unavailable", msg, "backend")
@@ -74,6 +78,7 @@ async def run_call(
     clock = time.monotonic()
     attempts: int | None = None  # None until the gate is reached: nothing was sent
     waited: float | None = None
+    connecting: float | None = None  # set when the item waited for its backend's session to open
 
     def done(status: ItemStatus, error: ErrorInfo | None = None, **result: Any) -> ItemRecord:
         return records.record(
@@ -84,6 +89,7 @@ async def run_call(
             elapsed_seconds=round(time.monotonic() - clock, 6),
             attempts=attempts,
             rate_wait_seconds=waited,
+            connect_seconds=connecting,
             recovered=claim.recovered,
             **result,
         )
@@ -91,7 +97,10 @@ async def run_call(
     refusal = check_call(claim.server, claim.tool, claim.arguments, pool.registry.get(claim.server), pool.bounds)
     if refusal is not None:
         return done(refusal.status, refusal.error())
+    opening = None if pool.ready(claim.server) else time.monotonic()
     session = await _open(pool, claim.server)
+    if opening is not None:
+        connecting = round(time.monotonic() - opening, 6)
     if not isinstance(session, BackendSession):
         return done(ItemStatus.error, session)
     refusal = check_tool(claim.server, claim.tool, claim.arguments, session.backend, session.tools, read_only)
@@ -138,7 +147,11 @@ async def run_call(
         break
     content = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
     fields = {"content": content, "structured_content": result.structured_content, "is_error": result.is_error}
-    if result.is_error:
-        msg = f"tool {claim.tool!r} reported an error (see content)"
+    # The tool's runtime metadata; the protocol's stamp of the server's identity is the item's `server` already.
+    meta = {key: value for key, value in (result.meta or {}).items() if key != SERVER_INFO_META_KEY}
+    if meta:
+        fields["meta"] = meta
+    if result.is_error:  # the tool's own words, as it gave them in its content
+        msg = records.tool_message(content, claim.arguments) or f"tool {claim.tool!r} reported an error without text"
         return done(ItemStatus.error, error_info("tool_error", msg, "tool"), **fields)
     return done(ItemStatus.ok, **fields)

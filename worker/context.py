@@ -12,6 +12,7 @@ from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
+from worker.cursor_calls import CursorPages
 from worker.sessions import SessionPool
 from worker.worker_metrics import WorkerMetrics
 
@@ -32,6 +33,7 @@ class WorkerState:
     cancels: Listener  # a batch was cancelled
     done: Listener  # a batch ended: its webhook is due
     metrics: WorkerMetrics
+    pages: CursorPages  # answers calls that carry a cursor
     draining: asyncio.Event = field(default_factory=asyncio.Event)  # a graceful stop has begun
     loops: list[asyncio.Task[None]] = field(default_factory=list)  # heartbeat, recovery, webhooks
 

@@ -28,9 +28,11 @@ from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
+from mcp_batch.store.cursor_key import load_cursor_key
 from mcp_batch.store.overview import Heartbeat
 from worker import worker_metrics as metrics
 from worker.context import STATE, WorkerState
+from worker.cursor_calls import CursorPages
 from worker.delivery import deliver_forever
 from worker.gate import Gate
 from worker.recovery import recover_forever
@@ -84,7 +86,8 @@ async def startup(ctx: dict[str, Any]) -> None:
     # Bound in this (the worker's main) task's context, so every job, lane and loop started from here inherits them.
     logs.bind(worker=worker_id)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
-    state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics)
+    pages = CursorPages(store, await load_cursor_key(redis, keys, settings.cursor_secret), settings.response_max_bytes)
+    state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)
     heartbeat = Heartbeat(redis, keys, worker_id)
     await heartbeat.beat()  # live (and counted by /readyz) before the first job
     state.loops = [
@@ -92,6 +95,8 @@ async def startup(ctx: dict[str, Any]) -> None:
         asyncio.create_task(recover_forever(state), name="recovery"),
         asyncio.create_task(deliver_forever(state), name="webhooks"),
     ]
+    if settings.warm_sessions:  # in the background: start-up never waits for a backend
+        state.loops.append(asyncio.create_task(pool.warm(), name="warm-sessions"))
     ctx[STATE] = state
     logger.info("worker %s ready for %d backends", worker_id, len(registry))
 

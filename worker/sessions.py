@@ -18,6 +18,7 @@ from mcp_types import CONNECTION_CLOSED
 
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.connect import HttpOutcome, connect, http_outcome, list_tools
+from mcp_batch.backends.failures import describe
 from mcp_batch.backends.servers_file import Backend, Registry
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
@@ -48,11 +49,16 @@ class BackendSession:
     async def open(self) -> None:
         """Start the owner task and wait until the session is initialized and its tools are listed."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Read by whoever is waiting; one that gave up (a timeout, a cancel) must not leave it unretrieved.
+        ready.add_done_callback(lambda done: done.cancelled() or done.exception())
         self._owner = asyncio.create_task(self._own(ready), name=f"mcp-session:{self.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
-        except BaseException:
+        except TimeoutError:
             await self.close(wait=0.0)  # still starting: stop it now (a stdio process is reaped by its owner)
+            raise BackendError(f"the session did not open within {self.connect_timeout:g}s") from None
+        except BaseException:
+            await self.close(wait=0.0)
             raise
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
@@ -66,13 +72,12 @@ class BackendSession:
                 ready.set_result(None)
                 await self._closing.wait()
         except BaseException as exc:  # the owner must never die silently: hand the failure to open()
+            # connect() says why in words (a BackendError); anything else is a bug or a cancel, named by its type.
             if not ready.done():
-                failure: BaseException = exc
-                if outcome.status in (401, 403):
-                    failure = BackendUnauthenticated(f"{self.name!r} refused the credentials (HTTP {outcome.status})")
-                ready.set_exception(failure if isinstance(failure, Exception) else BackendError("session cancelled"))
+                ready.set_exception(exc if isinstance(exc, Exception) else BackendError("session cancelled"))
             elif not isinstance(exc, asyncio.CancelledError):
-                logger.warning("session to %s ended: %s", self.name, type(exc).__name__)
+                said = str(exc) if isinstance(exc, BackendError) else type(exc).__name__
+                logger.warning("session to %s ended: %s", self.name, said)
         finally:
             self.client = None
 
@@ -123,7 +128,8 @@ class BackendSession:
             raise BackendError(f"{self.name!r} answered {tool!r} with protocol error {exc.error.code}") from None
         except (OSError, EOFError, ConnectionError, BaseExceptionGroup) as exc:
             await self.close()
-            raise BackendError(f"connection to {self.name!r} failed: {type(exc).__name__}", transient=True) from None
+            said = describe(exc, self.backend, "the call was in flight")
+            raise BackendError(f"connection to {self.name!r} failed: {said}", transient=True) from None
         finally:
             http_outcome.reset(token)
 
@@ -199,6 +205,24 @@ class SessionPool:
             self._sessions[server] = session
             await self.catalog.put(server, list(session.tools.values()))
             return session
+
+    def ready(self, server: str) -> bool:
+        """Whether `server` has a session open and fresh now (a call would not wait for one to open)."""
+        session = self._sessions.get(server)
+        return session is not None and self._usable(session) and self._fresh(session)
+
+    async def warm(self) -> None:
+        """Open a session to every configured backend, all at once; one that fails is logged and opened again by
+        its first call."""
+
+        async def one(server: str) -> None:
+            try:
+                await self.session(server)
+            except Exception as exc:
+                said = str(exc) if isinstance(exc, BackendError) else type(exc).__name__
+                logger.warning("could not open a session to %s ahead of its first call: %s", server, said)
+
+        await asyncio.gather(*(one(server) for server in self.registry.names))
 
     @staticmethod
     def _usable(session: BackendSession) -> bool:

@@ -31,6 +31,7 @@ from worker import worker_metrics as metrics
 from worker.calls import run_call
 from worker.context import WorkerState
 from worker.context import state as worker_state
+from worker.cursor_calls import CursorPages
 from worker.item_refs import BatchReferences
 from worker.recovery import requeue
 from worker.sessions import SessionPool
@@ -168,7 +169,7 @@ async def _lane(
             async with asyncio.timeout_at(run.when(lane)) as timeout:
                 lane.timeout = timeout
                 with tracing.item_span(batch_id, claim) as span:  # current while the SDK sends the call
-                    record = await _run_item(pool, references, claim, worker_id, run.meta, dispatched)
+                    record = await _run_item(pool, references, claim, worker_id, run.meta, dispatched, state.pages)
                     tracing.item_finished(span, record)
         except (TimeoutError, _NotSent) as exc:
             if isinstance(exc, TimeoutError) and not timeout.expired():
@@ -194,9 +195,12 @@ async def _run_item(
     worker_id: str,
     meta: BatchMeta,
     dispatched: Callable[[], None],
+    pages: CursorPages,
 ) -> ItemRecord:
     share = None if meta.rate_share is None else (meta.tenant, meta.rate_share)
     try:
+        if claim.cursor is not None:  # a page of an earlier item: the backend is not called
+            return await pages.answer(claim, meta.tenant, worker_id)
         prepared = await references.prepare(claim)
         if isinstance(prepared, Claim):
             return await run_call(pool, prepared, worker_id, meta.read_only, dispatched, share)

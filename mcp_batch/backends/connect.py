@@ -15,7 +15,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from mcp_batch.backends.failures import describe
 from mcp_batch.backends.servers_file import Backend, HttpBackend
+from mcp_batch.backends.stdio_probe import StdioProbe, watching
+from mcp_batch.errors import BackendError, BackendUnauthenticated, MCPBatchError
 from mcp_batch.models import ToolInfo
 
 _MAX_TOOL_PAGES = 100  # a paginator that never ends cannot hang start-up
@@ -50,25 +53,55 @@ async def _record_status(response: httpx2.Response) -> None:
 
 @asynccontextmanager
 async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
-    """An initialized Client for `backend`; `timeout` bounds each HTTP request (not stdio, which has no requests)."""
-    async with AsyncExitStack() as stack:
-        if isinstance(backend, HttpBackend):
-            http = create_mcp_http_client(
-                headers={k: v.get_secret_value() for k, v in backend.headers.items()},
-                timeout=httpx2.Timeout(timeout, read=max(timeout, 300.0)),
-            )
-            http.event_hooks["response"].append(_record_status)
-            await stack.enter_async_context(http)
-            client = Client(streamable_http_client(backend.url, http_client=http), cache=None)
-        else:
-            params = StdioServerParameters(
-                command=backend.command,
-                args=backend.args,
-                env={k: v.get_secret_value() for k, v in backend.env.items()},
-                cwd=backend.cwd,
-            )
-            client = Client(params, cache=None)
-        yield await stack.enter_async_context(client)
+    """An initialized Client for `backend`; `timeout` bounds each HTTP request (not stdio, which has no requests).
+
+    A failure while opening it or inside the block is a BackendError saying its root cause in words
+    (backends/failures.py); refused credentials (HTTP 401/403) are BackendUnauthenticated."""
+    outcome = http_outcome.get()
+    token = None
+    if outcome is None:  # nobody is recording this session's statuses: record them here
+        outcome = HttpOutcome()
+        token = http_outcome.set(outcome)
+    probe = StdioProbe()
+    phase = "opening the session"
+    try:
+        async with AsyncExitStack() as stack:
+            if isinstance(backend, HttpBackend):
+                http = create_mcp_http_client(
+                    headers={k: v.get_secret_value() for k, v in backend.headers.items()},
+                    timeout=httpx2.Timeout(timeout, read=max(timeout, 300.0)),
+                )
+                http.event_hooks["response"].append(_record_status)
+                await stack.enter_async_context(http)
+                client = await stack.enter_async_context(
+                    Client(streamable_http_client(backend.url, http_client=http), cache=None)
+                )
+            else:
+                params = StdioServerParameters(
+                    command=backend.command,
+                    args=backend.args,
+                    env={k: v.get_secret_value() for k, v in backend.env.items()},
+                    cwd=backend.cwd,
+                )
+                with watching(probe):  # the process starts as the client is entered
+                    client = await stack.enter_async_context(Client(params, cache=None))
+            phase = "listing tools"
+            yield client
+    except MCPBatchError:
+        raise
+    except Exception as exc:  # the process, if any, has been stopped by now: its exit code is known
+        raise await _failure(exc, backend, phase, outcome.status, probe) from exc
+    finally:
+        if token is not None:
+            http_outcome.reset(token)
+
+
+async def _failure(exc: Exception, backend: Backend, phase: str, status: int | None, probe: StdioProbe) -> BackendError:
+    if status in (401, 403):
+        return BackendUnauthenticated(f"the backend answered HTTP {status} while {phase}: it refused the credentials")
+    code = probe.exit_code
+    line = await probe.last_line() if code is not None else None
+    return BackendError(describe(exc, backend, phase, status, code, line), transient=True)
 
 
 async def list_tools(client: Client) -> list[ToolInfo]:

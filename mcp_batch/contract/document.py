@@ -3,6 +3,10 @@
 An item's state is derived: a result record means finished; an index below the claim cursor without one means
 running; above it pending. Once the batch halts (`halt`: stop, cancel, expire) the items never run take the
 matching status, and once it has ended every item without a record has it.
+
+An item's `seq` is its place in finish order, stored with its record. Once the batch has ended, the items that never
+finished take theirs after every finished one: first those never claimed, in index order, then those claimed but
+never finished (`BatchRow.orphaned`). So every item of an ended batch has exactly one seq, 1 to `total`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,31 @@ from mcp_batch.store.batch_row import LIMITS, BatchRow, Spec
 
 # What an item that never ran becomes when its batch halts for this reason.
 HALTED = {"stop": ItemStatus.skipped, "cancel": ItemStatus.cancelled, "expire": ItemStatus.expired}
+
+
+def unrun_seq(row: BatchRow, index: int) -> int | None:
+    """The seq of an item that has no record, once its batch has ended (None before, or if it cannot have one)."""
+    if row.status not in TERMINAL_BATCH:
+        return None
+    if index >= row.claimed:
+        return row.finished + index - row.claimed + 1
+    if index in row.orphaned:
+        return row.finished + row.total - row.claimed + row.orphaned.index(index) + 1
+    return None
+
+
+def unrun_index(row: BatchRow, seq: int) -> int:
+    """The index of the item with this seq among those that never finished (seq past `row.finished`)."""
+    rank = seq - row.finished - 1
+    never_claimed = row.total - row.claimed
+    return row.claimed + rank if rank < never_claimed else row.orphaned[rank - never_claimed]
+
+
+def unrun_item(index: int, spec: Spec, row: BatchRow) -> ItemResult:
+    """An item of an ended batch that never finished, as the document shows it."""
+    status = HALTED.get(row.halt or "", ItemStatus.pending)
+    head = {"index": index, "id": spec.id, "server": spec.server, "tool": spec.tool}
+    return ItemResult.model_validate(head | {"status": status, "seq": unrun_seq(row, index)})
 
 
 def render(
@@ -49,6 +78,8 @@ def render(
             item["status"] = ItemStatus.running
         else:
             item["status"] = rest or ItemStatus.pending
+            if ended:
+                item["seq"] = unrun_seq(row, index)
         results.append(ItemResult.model_validate(item))
     unrun = total - finished if ended else total - claimed  # items that will not run (if halted) or wait
     if rest is not None:

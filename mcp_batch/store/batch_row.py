@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from mcp_batch.models import (
+    TERMINAL_BATCH,
     BackendLimits,
     BatchRequest,
     BatchStatus,
@@ -91,6 +92,15 @@ class BatchRow:
     stopped_at: int | None
     counts: dict[ItemStatus, int]  # finished items by status
     webhook: WebhookState | None
+    orphaned: tuple[int, ...] = ()  # once ended: claimed items that never finished, in index order
+
+    @property
+    def ended_items(self) -> int:
+        """How many items have a place in finish order: the finished ones, and once the batch has ended every item
+        that never will (which take theirs after them)."""
+        if self.status not in TERMINAL_BATCH:
+            return self.finished
+        return self.finished + self.total - self.claimed + len(self.orphaned)
 
 
 def _float(value: str | None) -> float | None:
@@ -128,6 +138,7 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         stopped_at=int(m["stopped_at"]) if "stopped_at" in m else None,
         counts={s: int(m.get(f"n:{s.value}", 0)) for s in ItemStatus},
         webhook=webhook,
+        orphaned=tuple(int(i) for i in m["orphaned"].split(",")) if m.get("orphaned") else (),
     )
 
 
@@ -180,6 +191,7 @@ class Spec:
     tool: str
     arguments: dict[str, Any]
     timeout_seconds: float | None = None
+    cursor: str | None = None  # the call reads a page of an earlier item instead of calling its backend
 
 
 def dump_spec(index: int, call: Call) -> str:
@@ -187,9 +199,13 @@ def dump_spec(index: int, call: Call) -> str:
     spec["arguments"] = call.arguments
     if call.timeout_seconds is not None:
         spec["timeout_seconds"] = call.timeout_seconds
+    if call.cursor is not None:
+        spec["cursor"] = call.cursor
     return json.dumps(spec)
 
 
 def load_spec(raw: bytes | str) -> Spec:
     spec = json.loads(raw)
-    return Spec(spec["id"], spec["server"], spec["tool"], spec["arguments"], spec.get("timeout_seconds"))
+    return Spec(
+        spec["id"], spec["server"], spec["tool"], spec["arguments"], spec.get("timeout_seconds"), spec.get("cursor")
+    )

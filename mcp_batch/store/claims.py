@@ -35,6 +35,7 @@ class Claim:
     arguments: dict[str, Any]
     timeout_seconds: float | None = None  # the call's own timeout, when it set one
     recovered: bool = False  # taken over from a stopped worker, possibly after it reached the backend
+    cursor: str | None = None  # read a page of an earlier item instead of calling the backend
 
 
 class Claims:
@@ -75,6 +76,7 @@ class Claims:
             spec.arguments,
             spec.timeout_seconds,
             recovered=int(reply[2]) == 1,
+            cursor=spec.cursor,
         )
 
     def _coalesced(self, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
@@ -102,7 +104,7 @@ class Claims:
     async def _evalsha_all(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         # While Redis is down or loading its append-only file, the finished items these calls carry exist only in
         # the worker's memory: wait for Redis rather than drop them. Repeating a call records nothing twice (the
-        # script records a result with HSETNX). Its claim is not: a call that ran but whose reply was lost claimed
+        # script records a result only once). Its claim is not: a call that ran but whose reply was lost claimed
         # an item no lane saw; it stays noted against the job, and Leases.release() hands it to a replacement.
         return await with_redis_retry(lambda: self._evalsha_once(calls), outage=self.outage_seconds)
 

@@ -6,19 +6,30 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from mcp_batch.contract.document import render
+from mcp_batch.contract.document import render, unrun_index, unrun_item
 from mcp_batch.errors import BatchNotFound, ItemNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchStatus, ItemResult, ItemStatus
 from mcp_batch.store.batch_row import META_FIELDS, BatchMeta, BatchRow, Spec, load_spec, parse_meta, parse_row
 from mcp_batch.store.channels import Listener
+from mcp_batch.tenants import DEFAULT_TENANT
 
 _CHUNK = 1_000  # indexes, ids or call specs per Redis command
 _RECORD_CHUNK = 100  # result records per read: a record may be large
+
+
+@dataclass(frozen=True)
+class Located:
+    """One item, the call it came from, and the tenant its batch belongs to."""
+
+    item: ItemResult
+    spec: Spec
+    tenant: str
 
 
 def _failed(raw: list[tuple[bytes, float]]) -> list[tuple[str, int]]:
@@ -52,13 +63,14 @@ class Reads:
             raise BatchNotFound(batch_id)
         return row
 
-    async def page_facts(self, batch_id: str) -> tuple[int, float | None, BatchStatus]:
-        """What reading a page needs first: the batch's response_max_bytes, its deadline and its status."""
-        fields = ["response_max_bytes", "deadline_at", "status"]
+    async def page_facts(self, batch_id: str) -> tuple[int, float | None, BatchStatus, str]:
+        """What reading a page needs first: the batch's response_max_bytes, its deadline, its status and tenant."""
+        fields = ["response_max_bytes", "deadline_at", "status", "tenant"]
         raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), fields))
         if raw[0] is None or raw[2] is None:
             raise BatchNotFound(batch_id)
-        return int(raw[0]), None if raw[1] is None else float(raw[1]), BatchStatus(raw[2].decode())
+        deadline = None if raw[1] is None else float(raw[1])
+        return int(raw[0]), deadline, BatchStatus(raw[2].decode()), (raw[3] or DEFAULT_TENANT.encode()).decode()
 
     async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
         """Assemble the batch document, building only the results page asked for."""
@@ -85,65 +97,74 @@ class Reads:
             records = {offset + i: v for i, v in enumerate(raw_results) if v is not None}
         return render(batch_id, row, offset, [load_spec(c) for c in raw_calls], records, _failed(raw_failed))
 
-    async def snapshot(self, batch_id: str) -> tuple[BatchDocument, int, float | None]:
-        """The document without results, how many items have finished, and the deadline, read at one instant."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hgetall(self.keys.batch(batch_id))
-            pipe.llen(self.keys.finished(batch_id))
-            raw, finished = await pipe.execute()
-        row = parse_row(raw)
-        if row is None:
-            raise BatchNotFound(batch_id)
-        return render(batch_id, row, 0, [], {}, []), finished, row.deadline_at
+    async def snapshot(self, batch_id: str) -> tuple[BatchDocument, BatchRow]:
+        """The document without results and the row it was made from (its `finished` is the length of the list of
+        finished items), read at one instant."""
+        row = await self.row(batch_id)
+        return render(batch_id, row, 0, [], {}, []), row
 
     async def item(self, batch_id: str, item_id: str) -> ItemResult:
         """One item, whole, by its id."""
+        return (await self.located(batch_id, item_id)).item
+
+    async def located(self, batch_id: str, item_id: str) -> Located:
+        """One item by its id, with its call spec and its batch's tenant."""
         raw_index = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.ids(batch_id), item_id))
         if raw_index is None:
             await self.status(batch_id)  # BatchNotFound when the batch itself is gone
             raise ItemNotFound(batch_id, item_id)
-        index = int(raw_index)
+        found = await self.at(batch_id, int(raw_index))
+        if found is None:
+            raise BatchNotFound(batch_id)
+        return found
+
+    async def at(self, batch_id: str, index: int) -> Located | None:
+        """One item by its index, with its call spec and its batch's tenant; None when there is no such item."""
         async with self.redis.pipeline(transaction=True) as pipe:  # not document(): it reads every failed id
             pipe.hgetall(self.keys.batch(batch_id))
             pipe.lindex(self.keys.calls(batch_id), index)
             pipe.hget(self.keys.results(batch_id), str(index))
-            raw_meta, spec, record = await pipe.execute()
+            raw_meta, raw_spec, record = await pipe.execute()
         row = parse_row(raw_meta)
-        if row is None or spec is None:
-            raise BatchNotFound(batch_id)
+        if row is None or raw_spec is None:
+            return None
+        spec = load_spec(raw_spec)
         records = {} if record is None else {index: record}
-        return render(batch_id, row, index, [load_spec(spec)], records, []).results[0]
+        return Located(render(batch_id, row, index, [spec], records, []).results[0], spec, row.tenant)
 
     async def finished_since(
-        self, batch_id: str, after: int, end: int | None = None, chunk: int = 500
+        self, batch_id: str, after: int, row: BatchRow, chunk: int = 500
     ) -> AsyncIterator[list[ItemResult]]:
-        """Finished items in finish order, after the `after`-th up to the `end`-th, in chunks; each with its `seq`."""
+        """Items in finish order after the `after`-th, as of `row` (a snapshot), in chunks, each with its `seq`: the
+        finished ones, then, once the batch has ended, those that never finished (see contract/document.py)."""
         keys = self.keys
         finished_k, results_k, calls_k = keys.finished(batch_id), keys.results(batch_id), keys.calls(batch_id)
-        if end is None:
-            end = await cast(Awaitable[int], self.redis.llen(finished_k))
-        position = after
+        position, end = after, row.ended_items
         while position < end:
-            stop = min(end, position + chunk) - 1
-            raw = await cast(Awaitable[list[bytes]], self.redis.lrange(finished_k, position, stop))
-            indexes = [int(i) for i in raw]
+            stop = min(end, position + chunk)
+            if position < row.finished:
+                stop = min(stop, row.finished)
+                raw = await cast(Awaitable[list[bytes]], self.redis.lrange(finished_k, position, stop - 1))
+                indexes = [int(i) for i in raw]
+            else:
+                indexes = [unrun_index(row, seq) for seq in range(position + 1, stop + 1)]
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.hmget(results_k, indexes)
+                pipe.hmget(results_k, indexes or [0])
                 for index in indexes:
                     pipe.lindex(calls_k, index)
                 records, *specs = await pipe.execute()
+            if not indexes or any(spec is None for spec in specs):
+                raise BatchNotFound(batch_id)  # expired while being read
             items = []
-            for n, (index, record, raw_spec) in enumerate(zip(indexes, records, specs, strict=True)):
+            for n, (index, record, raw_spec) in enumerate(zip(indexes, records, specs, strict=False)):
                 spec = load_spec(raw_spec)
+                if record is None:
+                    items.append(unrun_item(index, spec, row))
+                    continue
                 head = {"index": index, "id": spec.id, "server": spec.server, "tool": spec.tool}
                 items.append(ItemResult.model_validate(head | json.loads(record) | {"seq": position + n + 1}))
             position += len(indexes)
             yield items
-
-    async def finished_count(self, batch_id: str) -> int:
-        """How many items have finished (BatchNotFound for an unknown batch)."""
-        await self.status(batch_id)
-        return await cast(Awaitable[int], self.redis.llen(self.keys.finished(batch_id)))
 
     async def id_index(self, batch_id: str) -> dict[str, int]:
         """Casefolded item id -> index, for resolving references."""

@@ -47,6 +47,19 @@ local function finalize(halt)
   local m = redis.call('HMGET', KEYS[1], 'total', 'finished', 'retention', 'idempotency_key', 'tenant_unfinished',
     'webhook_url')
   redis.call('HSET', KEYS[1], 'status', final, 'finished_at', ARGV[1])
+  -- Claimed items that never finished (their worker stopped, the batch halted): named, so readers can list them.
+  local orphaned, seen = {}, {}
+  for _, entry in ipairs(redis.call('LRANGE', KEYS[8], 0, -1)) do
+    local o = tonumber(string.sub(entry, 1, string.find(entry, ':', 1, true) - 1))
+    if not seen[o] and redis.call('HEXISTS', KEYS[3], o) == 0 then
+      seen[o] = true
+      table.insert(orphaned, o)
+    end
+  end
+  if #orphaned > 0 then
+    table.sort(orphaned)
+    redis.call('HSET', KEYS[1], 'orphaned', table.concat(orphaned, ','))
+  end
   redis.call('DECRBY', KEYS[10], tonumber(m[1]) - tonumber(m[2]))
   if m[5] then redis.call('DECRBY', m[5], tonumber(m[1]) - tonumber(m[2])) end
   if m[6] then redis.call('ZADD', KEYS[12], 0, ARGV[3]) end
@@ -65,7 +78,7 @@ end
 """
 )
 
-# Record a finished item (once: HSETNX) and claim the next: an orphan first, then the cursor.
+# Record a finished item (once), with its seq, and claim the next: an orphan first, then the cursor.
 # ARGV: 4 index (-1: none), 5 record, 6 status, 7 item id, 8 failed ('1'/'0'), 9 want ('1'/'0'), 10 job, 11 ttl ms
 # Returns {index, spec, flag} for a claim (flag 1: a recovered item that may have run), {-1} for none, {-2} when
 # the batch is gone, {-3} when this job's lease is lost (another worker took its part over).
@@ -78,13 +91,15 @@ if TERMINAL[status] then return {-1} end
 local index, job, ttl = tonumber(ARGV[4]), ARGV[10], tonumber(ARGV[11])
 if index >= 0 then
   if redis.call('HGET', KEYS[7], index) == job then redis.call('HDEL', KEYS[7], index) end
-  if redis.call('HSETNX', KEYS[3], index, ARGV[5]) == 1 then
+  if redis.call('HEXISTS', KEYS[3], index) == 0 then
+    -- The record gets its place in finish order (`seq`), so every read of it can say so.
+    local seq = redis.call('RPUSH', KEYS[5], index)
+    redis.call('HSET', KEYS[3], index, string.sub(ARGV[5], 1, -2) .. ',"seq":' .. seq .. '}')
     redis.call('HINCRBY', KEYS[1], 'finished', 1)
     redis.call('HINCRBY', KEYS[1], 'n:' .. ARGV[6], 1)
     redis.call('DECR', KEYS[10])
     local tenant_unfinished = redis.call('HGET', KEYS[1], 'tenant_unfinished')
     if tenant_unfinished then redis.call('DECR', tenant_unfinished) end
-    redis.call('RPUSH', KEYS[5], index)
     redis.call('PEXPIRE', KEYS[3], ttl)
     redis.call('PEXPIRE', KEYS[5], ttl)
     if ARGV[8] == '1' then

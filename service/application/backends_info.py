@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from mcp_batch.errors import BackendError
 from mcp_batch.models import ServerInfo
 from mcp_batch.tenants import ANYONE, Caller
 from service.application.services import Services
@@ -30,6 +31,10 @@ async def describe_server(services: Services, name: str) -> ServerInfo:
         info.rate_tokens_available = round(await services.rate.tokens(name, backend.rate_limit), 3)
     try:
         info.tools = await services.catalog.tools(name)
-    except Exception as exc:  # one unreachable backend must not hide the others
+    except BackendError as exc:  # the root cause, in words; one unreachable backend must not hide the others
+        info.tools_error = f"could not list tools: {exc}"
+    except TimeoutError:
+        info.tools_error = f"could not list tools: no answer within {services.settings.connect_timeout_seconds:g}s"
+    except Exception as exc:
         info.tools_error = f"could not list tools: {type(exc).__name__}"
     return info

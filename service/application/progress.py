@@ -1,5 +1,5 @@
-"""A batch's progress as a stream of events: each finished item once, in finish order, the counts as they change,
-then the end.
+"""A batch's progress as a stream of events: the counts on connecting, each finished item once, in finish order (once
+the batch has ended, the items that never ran too), the counts as they change, then the end.
 
 Nothing is published per item. While someone listens, the batch's counters and the length of its `finished` list
 are read together (one MULTI round trip, so the counts match the items sent) every `check_seconds`, what finished
@@ -46,19 +46,26 @@ async def _events(
     quiet_since = loop.time()
     position, shown = after, None
     while True:
-        document, finished, deadline = await store.reads.snapshot(batch_id)
+        document, row = await store.reads.snapshot(batch_id)
         ended = document.status in TERMINAL_BATCH
-        if deadline is not None and deadline <= time.time() and not ended:
+        if row.deadline_at is not None and row.deadline_at <= time.time() and not ended:
             await store.leases.expire(batch_id)  # as a GET does, for a deployment with no worker running
         sent = False
+        counts = document.counts.model_dump(mode="json")
+        # The first progress comes before the items that finished before the client connected; later ones follow
+        # the run of items that changed them.
+        first = shown is None
+        if first:
+            shown, sent = (document.status, counts), True
+            yield Event("progress", {"status": document.status.value, "counts": counts})
+        finished = row.ended_items  # once ended, the items that never ran too
         if finished > position:
-            async for chunk in store.reads.finished_since(batch_id, position, finished):
+            async for chunk in store.reads.finished_since(batch_id, position, row):
                 for item in chunk:
                     fields = {"seq": item.seq, "index": item.index, "id": item.id, "status": item.status.value}
                     yield Event("item", fields | {"server": item.server, "tool": item.tool}, item.seq)
             position, sent = finished, True
-        counts = document.counts.model_dump(mode="json")
-        if (document.status, counts) != shown:
+        if not first and (document.status, counts) != shown:
             shown, sent = (document.status, counts), True
             yield Event("progress", {"status": document.status.value, "counts": counts})
         if ended:

@@ -10,20 +10,26 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from mcp_batch.contract import budget
+from mcp_batch.contract.cursors import Position, cursor_length, locate
+from mcp_batch.errors import InvalidCursor
 from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
 from mcp_batch.tenants import Caller
 from service.application.services import Services
 
 
 async def document(app: Services, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
-    """A page of the document that fits the batch's byte budget: no more items than the budget holds."""
+    """A page of the document that fits the batch's byte budget: no more items than the budget holds, each item
+    over its share filled up to it, with a `next_cursor` to the rest."""
     store = app.store
-    max_bytes, deadline, status = await store.reads.page_facts(batch_id)
+    max_bytes, deadline, status, tenant = await store.reads.page_facts(batch_id)
     if deadline is not None and deadline <= time.time() and status not in TERMINAL_BATCH:
         await store.leases.expire(batch_id)  # workers apply deadlines within a second; this covers no workers
     page = budget.most_items(max_bytes) if limit is None else min(limit, budget.most_items(max_bytes))
     found = await store.reads.document(batch_id, offset, page)
-    items, removed = budget.fit([item.model_dump(mode="json") for item in found.results], max_bytes)
+    dumped = [item.model_dump(mode="json") for item in found.results]
+    items, removed, resumes = budget.fit(dumped, max_bytes, cursor_length(batch_id))
+    for k, (block, char) in resumes.items():
+        items[k]["next_cursor"] = app.cursors.issue(tenant, Position(batch_id, items[k]["index"], block, char))
     found.results = [ItemResult.model_validate(item) for item in items]
     found.truncated, found.truncated_bytes = removed > 0, removed
     return found
@@ -44,16 +50,20 @@ async def read(
 
 
 async def item(app: Services, batch_id: str, item_id: str, cursor: str | None = None) -> ItemPage:
-    """The stored item; when its content is larger than one response, a page of it and `next_cursor`."""
-    found = await app.store.reads.item(batch_id, item_id)
-    page_bytes = app.settings.response_max_bytes
-    if cursor is None and budget.size(found.model_dump(mode="json")) <= page_bytes:
-        return ItemPage.model_validate(found.model_dump())
-    content, next_cursor = budget.page_content(found.content or [], cursor, page_bytes)
-    fields = found.model_dump() | {"content": content, "next_cursor": next_cursor}
-    if cursor is not None and cursor != "0.0":
-        fields["structured_content"] = None  # sent whole on the first page
-    return ItemPage.model_validate(fields)
+    """The stored item; when it is larger than one response, as much of it as one holds and `next_cursor`, and from
+    a cursor, the next page of its content. InvalidCursor when the cursor does not verify or is another item's."""
+    located = await app.store.reads.located(batch_id, item_id)
+    found, tenant = located.item.model_dump(mode="json"), located.tenant
+    if cursor is None:
+        small, resume = budget.shrink(found, app.settings.response_max_bytes, cursor_length(batch_id))
+    else:
+        at = app.cursors.open(cursor, tenant)
+        if (at.batch_id, at.index) != (batch_id, found["index"]):
+            raise InvalidCursor("the cursor belongs to another item")
+        small, resume = budget.page(found, locate(found, at), app.settings.response_max_bytes, cursor_length(batch_id))
+    if resume is not None:
+        small["next_cursor"] = app.cursors.issue(tenant, Position(batch_id, found["index"], *resume))
+    return ItemPage.model_validate(small)
 
 
 @dataclass(frozen=True)
@@ -65,17 +75,18 @@ class Results:
 
 
 async def results(app: Services, batch_id: str, statuses: set[ItemStatus] | None, after: int) -> Results:
-    """Every item finished after seq `after` (of these statuses), in finish order, up to a snapshot taken now."""
+    """Every item finished after seq `after` (of these statuses), in finish order, up to a snapshot taken now; once
+    the batch has ended, the items that never ran (skipped, cancelled, expired) too, after the others."""
     store = app.store
-    end = await store.reads.finished_count(batch_id)  # a snapshot: the cursor covers exactly what is streamed
+    row = await store.reads.row(batch_id)  # a snapshot: the cursor covers exactly what is streamed
 
     async def lines() -> AsyncIterator[bytes]:
-        async for chunk in store.reads.finished_since(batch_id, after, end=end):
+        async for chunk in store.reads.finished_since(batch_id, after, row):
             for found in chunk:
                 if statuses is None or found.status in statuses:
                     yield json.dumps(found.model_dump(mode="json"), ensure_ascii=False).encode() + b"\n"
 
-    return Results(lines(), max(after, end))
+    return Results(lines(), max(after, row.ended_items))
 
 
 async def batches(

@@ -10,6 +10,7 @@ from arq import ArqRedis
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import Registry
+from mcp_batch.contract.cursors import CursorKey
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys, is_batch_id
 from mcp_batch.ops.prometheus import ApiMetrics
@@ -30,6 +31,7 @@ class Services:
     catalog: Catalog
     rate: RateLimiter
     leases: LeaseSemaphore
+    cursors: CursorKey  # signs and opens the cursors of truncated items
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
 
 

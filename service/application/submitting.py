@@ -10,11 +10,11 @@ import asyncio
 from dataclasses import dataclass
 
 from mcp_batch import shards
-from mcp_batch.contract.checks import Bounds, precheck
+from mcp_batch.contract.checks import Bounds, Refusal, precheck
 from mcp_batch.contract.references import may_reference
 from mcp_batch.contract.validation import validate_batch
 from mcp_batch.contract.webhook_policy import WebhookPolicy
-from mcp_batch.errors import Backpressure
+from mcp_batch.errors import Backpressure, InvalidCursor
 from mcp_batch.models import BatchRequest, DryRun, DryRunItem, ItemError, ItemStatus
 from mcp_batch.ops import tracing
 from mcp_batch.store import idempotency, overview
@@ -153,7 +153,10 @@ async def dry_run(app: Services, request: BatchRequest, caller: Caller = ANYONE)
     for index, call in enumerate(request.calls):
         backend = app.registry.get(call.server)
         known = tools.get(call.server)
-        refusal = precheck(call.server, call.tool, call.arguments, backend, known, request.read_only, bounds)
+        if call.cursor is not None:  # a page read from the store: only its cursor is checked
+            refusal = _cursor_refusal(app, call.cursor, caller)
+        else:
+            refusal = precheck(call.server, call.tool, call.arguments, backend, known, request.read_only, bounds)
         results.append(
             DryRunItem(
                 index=index,
@@ -165,3 +168,12 @@ async def dry_run(app: Services, request: BatchRequest, caller: Caller = ANYONE)
             )
         )
     return DryRun(valid=all(r.status is ItemStatus.pending for r in results), results=results)
+
+
+def _cursor_refusal(app: Services, cursor: str, caller: Caller) -> Refusal | None:
+    """Why a call's cursor will not verify (what it names is checked when it runs), or None."""
+    try:
+        app.cursors.open(cursor, caller.tenant)
+    except InvalidCursor as exc:
+        return Refusal(ItemStatus.invalid_cursor, "invalid_cursor", exc.reason)
+    return None

@@ -1,9 +1,14 @@
 """`POST /mcp/tools/call`: Gumloop's synchronous multi-status door onto the same batch queue.
 
 The calls run as one concurrent batch, like any other; this route only speaks Gumloop's shapes. Execution failures
-(unknown servers, refused credentials, tool errors, timeouts) are per-result statuses; the top-level status is 400
-for a malformed body, 200 when the outcomes agree, 207 when some succeeded and some failed, and 504 (with the
-batch's location, so the caller can keep polling) when the batch outlives the wait.
+(unknown servers, refused credentials, policy blocks, tool errors, timeouts) are per-result statuses, a tool's own
+error in its own words in `error.message`; the top-level status is 400 for a malformed body, 401 and 403 (in
+Gumloop's error shape) for a missing key or one that may not make the request, 200 when the outcomes agree, 207
+when some succeeded and some failed, and 504 (with the batch's location, so the caller can keep polling) when the
+batch outlives the wait.
+
+A key with `write` runs every call; a key without it runs the read-only ones, and the others end blocked
+(`error.code` `not_read_only`): Gumloop executes, but what a key may do is the key's.
 """
 
 from __future__ import annotations
@@ -15,11 +20,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcp_batch.errors import Forbidden, InvalidBatch, Problem
+from mcp_batch.errors import Forbidden, InvalidBatch, Problem, Unauthenticated
 from mcp_batch.models import TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
 from service import json_body
 from service.application import reading, submitting
-from service.auth import AUTH_RESPONSES, CallerDep
+from service.auth import AUTH_RESPONSES, CallerOrRefusalDep
 from service.deps import ServicesDep
 
 router = APIRouter(tags=["gumloop"], responses=AUTH_RESPONSES)
@@ -83,7 +88,13 @@ class GumloopResult(BaseModel):
         description="`success`, `unauthenticated` (the backend refused its credentials), or `error`."
     )
     content: list[dict[str, Any]] | None = Field(description="The tool's MCP content blocks, on success.")
-    error: GumloopError | None = Field(description="Why the call did not succeed; null on success.")
+    error: GumloopError | None = Field(
+        description="Why the call did not succeed; null on success. A tool's own error has its first text block (at "
+        "most 500 characters) as `message`."
+    )
+    meta: dict[str, Any] | None = Field(
+        None, description="The tool result's own `_meta` (runtime metadata of the tool); left out when it sent none."
+    )
 
 
 class GumloopResponse(BaseModel):
@@ -93,7 +104,7 @@ class GumloopResponse(BaseModel):
 
 
 class GumloopErrorResponse(BaseModel):
-    """Body of a 400 answer."""
+    """Body of a 400, 401 or 403 answer."""
 
     error: GumloopError = Field(description="The first fault; `details.problems` lists every one.")
 
@@ -143,18 +154,19 @@ def parse_request(body: bytes, max_calls: int, max_depth: int = 64) -> GumloopRe
     return request
 
 
-def to_batch(request: GumloopRequest) -> BatchRequest:
-    """One concurrent batch; not read-only, since Gumloop executes (policy refusals still show per call)."""
+def to_batch(request: GumloopRequest, read_only: bool = False) -> BatchRequest:
+    """One concurrent batch; `read_only` for a key that may not run write tools (those calls end blocked)."""
     calls = [
         Call(id=c.ref if c.ref is not None else str(i), server=c.server_id, tool=c.tool_name, arguments=c.arguments)
         for i, c in enumerate(request.calls)
     ]
-    return BatchRequest(calls=calls, mode=Mode.concurrent, read_only=False)
+    return BatchRequest(calls=calls, mode=Mode.concurrent, read_only=read_only)
 
 
 def to_result(item: ItemResult) -> GumloopResult:
     """A finished batch item as Gumloop's result."""
     fields: dict[str, Any] = {"ref": item.id, "server_id": item.server, "tool_name": item.tool}
+    fields["meta"] = item.meta
     if item.status == ItemStatus.ok:
         return GumloopResult(**fields, status=GumloopStatus.success, content=item.content, error=None)
     if item.error is None:  # skipped and blocked items carry no error object of their own
@@ -179,20 +191,22 @@ def status_code(results: list[GumloopResult]) -> int:
     return 207 if len(outcomes) > 1 else 200
 
 
-def _invalid_request(problems: list[Problem]) -> JSONResponse:
+def _refused(problems: list[Problem], status: int = 400) -> JSONResponse:
+    """A 400 (malformed body) or 403 (the key may not) in Gumloop's error shape, every problem listed."""
     listed = [{"param": _param(p.loc), "message": p.msg, "type": p.type} for p in problems]
     first = listed[0]
     message = f"{first['param']}: {first['message']}" if first["param"] else str(first["message"])
     if len(listed) > 1:
         message += f" (and {len(listed) - 1} more)"
-    error = GumloopError(
-        code="invalid_request",
-        message=message,
-        type="invalid_request_error",
-        param=first["param"],
-        details={"problems": listed},
-    )
-    return JSONResponse(GumloopErrorResponse(error=error).model_dump(mode="json"), status_code=400)
+    code, kind = ("forbidden", "permission_error") if status == 403 else ("invalid_request", "invalid_request_error")
+    error = GumloopError(code=code, message=message, type=kind, param=first["param"], details={"problems": listed})
+    return JSONResponse(GumloopErrorResponse(error=error).model_dump(mode="json"), status_code=status)
+
+
+def _unauthenticated(exc: Unauthenticated) -> JSONResponse:
+    error = GumloopError(code="unauthenticated", message=str(exc), type="authentication_error")
+    body = GumloopErrorResponse(error=error).model_dump(mode="json")
+    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
 
 def _param(loc: tuple[str | int, ...]) -> str | None:
@@ -250,6 +264,11 @@ _REQUEST_BODY = {
     responses={
         207: {"model": GumloopResponse, "description": "Some calls succeeded and some failed."},
         400: {"model": GumloopErrorResponse, "description": "Malformed body; nothing was run."},
+        401: {"model": GumloopErrorResponse, "description": "No API key, or one the keys file does not hold."},
+        403: {
+            "model": GumloopErrorResponse,
+            "description": "The key may not call a server named, or `team_id` is not its tenant; nothing was run.",
+        },
         504: {
             "model": GumloopTimeoutResponse,
             "description": "The calls outlived the wait; the batch goes on at its location.",
@@ -258,22 +277,31 @@ _REQUEST_BODY = {
     },
     openapi_extra=_REQUEST_BODY,
 )
-async def call_tools(request: Request, services: ServicesDep, caller: CallerDep) -> JSONResponse:
+async def call_tools(request: Request, services: ServicesDep, caller: CallerOrRefusalDep) -> JSONResponse:
     """Run the calls as one concurrent batch and answer with every result once it completes.
 
     `team_id`, when given, must be the tenant of the caller's key (403 otherwise; with auth off it is not checked).
+    A key without `write` runs only the read-only calls; the others end `error` with code `not_read_only`.
     """
+    if isinstance(caller, Unauthenticated):
+        return _unauthenticated(caller)
     try:
         settings = services.settings
         body = parse_request(await request.body(), settings.gumloop_max_calls, settings.max_json_depth)
         if caller.keyed and body.team_id is not None and body.team_id != caller.tenant:
             raise Forbidden([Problem(("team_id",), "the team is not this key's tenant", "forbidden")])
-        batch_id = (await submitting.submit(services, to_batch(body), caller)).batch_id
+        batch_id = (await submitting.submit(services, to_batch(body, read_only=not caller.write), caller)).batch_id
     except InvalidBatch as exc:
-        return _invalid_request(exc.problems)
+        return _refused(exc.problems)
+    except Forbidden as exc:
+        return _refused(exc.problems, 403)
     waited = services.settings.sync_wait_seconds
     document = await reading.read(services, batch_id, waited)  # the byte budget and the deadline, as on every door
     if document.status not in TERMINAL_BATCH:
         return _timed_out(batch_id, waited)
     results = [to_result(item) for item in document.results]
-    return JSONResponse(GumloopResponse(results=results).model_dump(mode="json"), status_code=status_code(results))
+    answer = GumloopResponse(results=results).model_dump(mode="json")
+    for result in answer["results"]:
+        if result["meta"] is None:  # Gumloop's own fields only, unless the tool sent metadata
+            del result["meta"]
+    return JSONResponse(answer, status_code=status_code(results))

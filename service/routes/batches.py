@@ -46,6 +46,7 @@ _REPLAYED: dict[int | str, dict[str, Any]] = {
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorDetail, "description": "No such batch (or it expired), or no such item."}
 }
+_LOCATION = {"Location": {"description": "The batch: `/v1/batches/{id}`.", "schema": {"type": "string"}}}
 _KEY_CONFLICT = "the Idempotency-Key was used with a different request, or that request is still in progress"
 
 
@@ -54,6 +55,7 @@ _KEY_CONFLICT = "the Idempotency-Key was used with a different request, or that 
     status_code=202,
     summary="Submit a batch of MCP tool calls",
     responses={
+        202: {"description": "Accepted: the batch's summary and counts.", "headers": _LOCATION},
         **_REPLAYED,
         409: {"description": f"Refused: {_KEY_CONFLICT}."},
         429: {"description": "Too many unfinished items in the service; retry after `Retry-After` seconds."},
@@ -67,8 +69,9 @@ async def submit_batch(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> BatchDocument:
-    """Validate the whole batch, store it and queue it; answers at once with the (queued) document. The body is JSON,
-    or JSON Lines (one call per line, the options in the query; problems name their line)."""
+    """Validate the whole batch, store it and queue it; answers at once with its summary and counts (`results` is
+    empty: read them from `Location`, `GET /v1/batches/{id}?wait=S`). The body is JSON, or JSON Lines (one call per
+    line, the options in the query; problems name their line)."""
     return await _submitted(services, response, await submitting.submit(services, request, caller, idempotency_key))
 
 
@@ -94,10 +97,11 @@ async def retry_batch(
 
 
 async def _submitted(services: Services, response: Response, submitted: submitting.Submitted) -> BatchDocument:
+    """The batch's summary and counts (no page of results: they are all pending) and where to read it."""
     response.headers["Location"] = f"/v1/batches/{submitted.batch_id}"
     if not submitted.created:
         response.status_code = 200
-    return await reading.document(services, submitted.batch_id)
+    return await reading.document(services, submitted.batch_id, limit=0)
 
 
 @router.post("/batches:validate", summary="Dry run: every check, each call's would-be status; nothing queued")
@@ -158,9 +162,20 @@ async def get_item(
     batch_id: OwnedBatchId,
     item_id: str,
     services: ServicesDep,
-    cursor: Annotated[str | None, Query(pattern=r"^\d+\.\d+$", description="`next_cursor` of the last page.")] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=500,
+            pattern=r"^[A-Za-z0-9_-]+$",
+            description="`next_cursor` of a truncated copy of this item or of the last page; 422 naming why when it "
+            "does not verify or is another item's.",
+        ),
+    ] = None,
 ) -> ItemPage:
-    """The stored item; when its content is larger than one response, a page of it and `next_cursor`."""
+    """The stored item, whole when it fits one response (`MCP_BATCH_RESPONSE_MAX_BYTES`); else as much of it as one
+    holds — `meta` and structured content whole when they fit, content cut on a character boundary — with
+    `next_cursor` for the rest of the content, page by page."""
     return await reading.item(services, batch_id, item_id, cursor)
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from mcp_batch.client import Unreachable
 from mcp_batch_cli import discovery
-from mcp_batch_cli.failures import CommandError, explained
+from mcp_batch_cli.command_errors import CommandError, explained
 from mcp_batch_cli.status import operator_settings
 from tests.support import MCP_BATCH, command_env, free_port, run_command
 

@@ -110,9 +110,12 @@ async def test_a_key_may_only_call_its_servers_and_write_only_with_the_right(
         calls = [ECHO, {"server": "demo", "tool": "echo"}, {"server": "quick", "tool": "echo"}]
         response = await reader.post("/v1/batches", json={"calls": calls})
         assert response.status_code == 403
-        assert [p["loc"] for p in response.json()["detail"]] == [["calls", 1, "server"], ["calls", 2, "server"]]
+        assert [p["loc"] for p in response.json()["detail"]] == [
+            ["body", "calls", 1, "server"],
+            ["body", "calls", 2, "server"],
+        ]
         response = await reader.post("/v1/batches", json={"calls": [ECHO], "read_only": False})
-        assert response.status_code == 403 and response.json()["detail"][0]["loc"] == ["read_only"]
+        assert response.status_code == 403 and response.json()["detail"][0]["loc"] == ["body", "read_only"]
         assert await redis.keys("mcpb:batch:*") == []  # refused before anything was stored
         servers = (await reader.get("/v1/servers")).json()
         assert [server["name"] for server in servers] == ["demo_http"]  # it sees only what it may call

@@ -240,12 +240,12 @@ async def test_query_parameters_out_of_range_are_422(client: httpx.AsyncClient) 
         assert response.status_code == 422, (cursor, response.text)
 
 
-async def test_a_cursor_past_the_end_is_an_empty_last_page(client: httpx.AsyncClient) -> None:
+async def test_a_made_up_cursor_is_422_naming_it_without_echoing_it(client: httpx.AsyncClient) -> None:
     document = await run_batch(client, [{"id": "a", "server": "demo", "tool": "echo", "arguments": {"message": "m"}}])
-    for cursor in ["99999999999999999999999.0", "0.99999999999999999999999"]:
+    for cursor in ["99999999999999999999999", "A" * 94, "0_9-" * 20]:
         response = await client.get(f"/v1/batches/{document['id']}/items/a?cursor={cursor}")
-        assert response.status_code == 200
-        assert response.json()["next_cursor"] is None
+        assert response.status_code == 422
+        assert response.json()["detail"][0]["loc"] == ["query", "cursor"] and cursor not in response.text
 
 
 ROUTES = [

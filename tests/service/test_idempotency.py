@@ -53,7 +53,8 @@ async def test_a_replay_after_the_batch_finished_answers_with_its_results(client
     done = await finished(client, first.json()["id"])
     again = await post(client, "k")
     assert again.status_code == 200
-    assert again.json()["status"] == "completed" and again.json()["results"] == done["results"]
+    assert again.json()["status"] == "completed" and again.json()["counts"] == done["counts"]
+    assert (await client.get(again.headers["location"])).json()["results"] == done["results"]
 
 
 async def test_the_same_key_with_a_different_body_is_409_without_echoing_it(

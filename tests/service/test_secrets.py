@@ -136,7 +136,7 @@ async def test_no_secret_and_no_argument_value_leaks_into_any_output(
         batch_id = submitted.json()["id"]
         document = await finished(client, batch_id)
         out.seen.append(("document", 200, "", json.dumps(document)))
-        outcomes = {item["id"]: (item["status"], (item["error"] or {}).get("code")) for item in document["results"]}
+        outcomes = {item["id"]: (item["status"], (item.get("error") or {}).get("code")) for item in document["results"]}
         assert outcomes == {
             "ok": ("ok", None),
             "tool_error": ("error", "tool_error"),

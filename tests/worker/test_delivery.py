@@ -180,7 +180,7 @@ async def test_a_url_outside_the_allow_list_is_refused_at_submit_without_echoing
     )
     assert response.status_code == 422
     [problem] = response.json()["detail"]
-    assert problem["loc"] == ["webhook_url"] and problem["type"] == "webhook_refused"
+    assert problem["loc"] == ["body", "webhook_url"] and problem["type"] == "webhook_refused"
     assert "t0ps3cret" not in response.text and "elsewhere" not in response.text
     assert await redis.keys("mcpb:batch:*") == []  # nothing stored
 
@@ -205,7 +205,7 @@ async def test_lookalike_hosts_are_refused(client: httpx.AsyncClient, receiver: 
             "/v1/batches", json={"calls": [{"server": "demo", "tool": "echo"}], "webhook_url": url}
         )
         assert response.status_code == 422, url
-        assert [p["loc"] for p in response.json()["detail"]] == [["webhook_url"]], url
+        assert [p["loc"] for p in response.json()["detail"]] == [["body", "webhook_url"]], url
         assert "evil" not in response.text and "hooks" not in response.text, url
     assert receiver.requests == []
 
@@ -217,7 +217,7 @@ async def test_without_a_secret_webhooks_are_not_configured(settings: Settings) 
         response = await client.post("/v1/batches", json=body)
     assert response.status_code == 422
     assert response.json()["detail"] == [
-        {"loc": ["webhook_url"], "msg": "webhooks are not configured", "type": "webhook_refused"}
+        {"loc": ["body", "webhook_url"], "msg": "webhooks are not configured", "type": "webhook_refused"}
     ]
 
 

@@ -237,3 +237,28 @@ async def test_a_document_without_a_page_reads_no_calls(redis: aioredis.Redis) -
     store = Store(redis, Keys(), 3600)
     batch_id, _ = await create(store, batch(3))
     assert (await store.reads.document(batch_id, 0, 0)).results == []
+
+
+async def test_claimed_items_that_never_finished_take_the_last_seqs_once_the_batch_ends(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(5))
+    claims = [await store.claims.advance(batch_id, job, None, want_next=True) for _ in range(3)]
+    assert all(claims)
+    a, b, c = (claim for claim in claims if claim is not None)
+    await store.claims.advance(batch_id, job, (b, record("ok")), want_next=False)
+    assert (await store.leases.cancel(batch_id)).outcome == "cancelling"
+    await lapse(redis, job)  # its worker died holding a and c: the take-over ends the batch
+    assert await store.leases.take_over(batch_id, job, shards.job_id(batch_id, 0, 1)) == "done"
+    row = await store.reads.row(batch_id)
+    assert row.status == "cancelled" and row.orphaned == (a.index, c.index) and row.ended_items == 5
+    listed = [item async for chunk in store.reads.finished_since(batch_id, 0, row) for item in chunk]
+    # The finished one, then the never-claimed ones in index order, then the claimed ones that never finished.
+    assert [(item.seq, item.index, item.status) for item in listed] == [
+        (1, 1, "ok"),
+        (2, 3, "cancelled"),
+        (3, 4, "cancelled"),
+        (4, 0, "cancelled"),
+        (5, 2, "cancelled"),
+    ]
+    document = await store.reads.document(batch_id)
+    assert {item.index: item.seq for item in document.results} == {item.index: item.seq for item in listed}

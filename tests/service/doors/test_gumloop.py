@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from mcp_batch.settings import Settings
+from mcp_batch.tenants import hash_key
 from tests.support import HttpBackendProcess, finished, running_service, start_http_backend
 
 pytestmark = pytest.mark.timeout(90)
@@ -179,3 +182,66 @@ async def test_the_openapi_document_describes_the_request_and_the_answers(client
     assert schema["required"] == ["calls"]
     assert set(schema["properties"]["calls"]["items"]["properties"]) == {"ref", "server_id", "tool_name", "arguments"}
     assert {"200", "207", "400", "504"} <= set(operation["responses"])
+
+
+WRITER, READER = "mcpb_gumloop-writer", "mcpb_gumloop-reader"
+
+
+@pytest.fixture
+async def keyed(settings: Settings, tmp_path: Path) -> AsyncIterator[str]:
+    """A service with auth on: a key with `write`, and one without it limited to demo_http (its base URL)."""
+    keys = [
+        {"sha256": hash_key(WRITER), "tenant": "team-1", "write": True},
+        {"sha256": hash_key(READER), "tenant": "team-1", "servers": ["demo_http"]},
+    ]
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"keys": keys}))
+    async with running_service(settings.model_copy(update={"auth": "keys", "keys": path})) as handle:
+        yield handle.base_url
+
+
+def as_key(base_url: str, key: str | None) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30)
+
+
+async def test_a_key_without_write_runs_the_read_only_calls_and_the_others_are_blocked(keyed: str) -> None:
+    calls = [
+        {"ref": "read", **call("demo_http", "echo", message="hi")},
+        {"ref": "write", **call("demo_http", "write", key="k")},
+    ]
+    async with as_key(keyed, READER) as reader:
+        response = await post_calls(reader, calls)
+    assert response.status_code == 207, response.text
+    read, write = response.json()["results"]
+    assert read["status"] == "success"
+    assert write["status"] == "error" and write["error"]["code"] == "not_read_only" and write["content"] is None
+    async with as_key(keyed, WRITER) as writer:
+        response = await post_calls(writer, calls)
+    assert response.status_code == 200, response.text
+    assert [r["status"] for r in response.json()["results"]] == ["success", "success"]
+
+
+async def test_401_and_403_take_gumloops_error_shape(keyed: str) -> None:
+    for key in (None, "mcpb_not-a-key"):
+        async with as_key(keyed, key) as stranger:
+            response = await post_calls(stranger, [call("demo_http", "echo")])
+        assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+        error = response.json()["error"]
+        assert error["code"] == "unauthenticated" and error["type"] == "authentication_error" and error["message"]
+        assert "detail" not in response.json()
+    async with as_key(keyed, READER) as reader:
+        not_mine = await post_calls(reader, [call("demo_http", "echo"), call("demo", "echo")])
+        other_team = await post_calls(reader, [call("demo_http", "echo")], team_id="team-2")
+    for response, param in ((not_mine, "calls.1.server_id"), (other_team, "team_id")):
+        assert response.status_code == 403, response.text
+        error = response.json()["error"]
+        assert error["code"] == "forbidden" and error["type"] == "permission_error" and error["param"] == param
+        assert error["details"]["problems"][0]["param"] == param
+
+
+async def test_the_openapi_document_gives_gumloops_shape_for_401_and_403(client: httpx.AsyncClient) -> None:
+    responses = (await client.get("/openapi.json")).json()["paths"]["/mcp/tools/call"]["post"]["responses"]
+    for status in ("400", "401", "403"):
+        schema = responses[status]["content"]["application/json"]["schema"]
+        assert schema["$ref"].endswith("/GumloopErrorResponse"), status

@@ -19,15 +19,16 @@ def ts(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
-async def test_submit_answers_202_with_location_and_a_queued_document(client: httpx.AsyncClient) -> None:
-    response = await client.post("/v1/batches", json={"calls": [{"server": "demo", "tool": "echo"}]})
+async def test_submit_answers_202_with_location_the_summary_and_counts(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/batches", json={"calls": [{"server": "demo", "tool": "echo"}] * 3})
     assert response.status_code == 202
     document = response.json()
     assert response.headers["location"] == f"/v1/batches/{document['id']}"
     assert document["status"] in {"queued", "running", "completed"}
     assert document["mode"] == "concurrent" and document["on_error"] == "continue"
-    assert document["results"][0]["id"] == "0"
-    assert document["counts"]["total"] == 1
+    assert document["counts"]["total"] == 3
+    assert document["results"] == [] and document["next_offset"] == 0  # no page of pending items: read Location
+    assert (await client.get(response.headers["location"])).json()["results"][0]["id"] == "0"
 
 
 async def test_a_batch_runs_on_both_transports_and_aggregates_results(client: httpx.AsyncClient) -> None:
@@ -55,7 +56,7 @@ async def test_a_batch_runs_on_both_transports_and_aggregates_results(client: ht
     assert items["http"]["content"] == [{"type": "text", "text": "there"}]
     assert items["structured"]["structured_content"]["value"] == 3
     for item in document["results"]:
-        assert item["status"] == "ok" and item["is_error"] is False and item["error"] is None
+        assert item["status"] == "ok" and item["is_error"] is False and "error" not in item
         assert item["elapsed_seconds"] >= 0 and item["worker"]
         assert ts(item["started_at"]) <= ts(item["finished_at"])
     assert document["finished_at"] and document["elapsed_seconds"] > 0

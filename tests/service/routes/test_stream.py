@@ -127,7 +127,9 @@ async def test_a_finished_batch_streams_all_its_items_then_end_at_once(client: h
     assert loop.time() - started < 2  # no wait for a check interval or the done channel
     assert [item["seq"] for item in items(events)] == [1, 2, 3, 4, 5]
     assert {item["id"]: item["status"] for item in items(events)}["bad"] == "error"
-    assert [e.event for e in events][-2:] == ["progress", "end"]
+    # The counts first, then the items that finished before the client connected, then the end.
+    assert [e.event for e in events] == ["progress"] + ["item"] * 5 + ["end"]
+    assert events[0].data["counts"] == document["counts"]
     end = events[-1].data
     assert end["status"] == "completed" and end["ok"] is False
     assert end["counts"] == document["counts"] and end["finished_at"] == document["finished_at"]
@@ -181,17 +183,19 @@ async def test_a_storage_error_mid_stream_ends_it_with_an_error_event(
     client: httpx.AsyncClient, redis: aioredis.Redis
 ) -> None:
     batch_id = (await submit(client, sleeps(1, 30)))["id"]
-    finished_key = Keys().finished(batch_id)  # nothing finishes for 30 s: only the stream reads this key now
+    batch_key = Keys().batch(batch_id)
     async with (
         asyncio.timeout(30),
         client.stream("GET", f"/v1/batches/{batch_id}/events") as response,
     ):
         events = sse(response)
         assert (await anext(events)).event == "progress"
-        await redis.set(finished_key, "not a list")  # every read of it is now a Redis error (WRONGTYPE)
+        await redis.rename(batch_key, f"{batch_key}:aside")
+        await redis.set(batch_key, "not a hash")  # every read of it is now a Redis error (WRONGTYPE)
         error = await anext(events)
         rest = [event async for event in events]
-    await redis.delete(finished_key)
+    await redis.delete(batch_key)
+    await redis.rename(f"{batch_key}:aside", batch_key)
     assert error.event == "error" and error.data == {"detail": "storage unavailable"}
     assert rest == []
     await client.post(f"/v1/batches/{batch_id}/cancel")

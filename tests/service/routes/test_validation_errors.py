@@ -27,7 +27,7 @@ async def post(client: httpx.AsyncClient, body: Any) -> httpx.Response:
 async def test_empty_calls_is_rejected(client: httpx.AsyncClient, redis: aioredis.Redis) -> None:
     response = await post(client, {"calls": []})
     assert response.status_code == 422
-    assert response.json()["detail"][0]["loc"] == ["calls"]
+    assert response.json()["detail"][0]["loc"] == ["body", "calls"]
     await assert_nothing_stored(redis)
 
 
@@ -38,7 +38,7 @@ async def test_duplicate_ids_name_both_calls(client: httpx.AsyncClient, redis: a
     response = await post(client, {"calls": calls})
     assert response.status_code == 422
     detail = response.json()["detail"]
-    assert [d["loc"] for d in detail] == [["calls", 2, "id"], ["calls", 3, "id"]]
+    assert [d["loc"] for d in detail] == [["body", "calls", 2, "id"], ["body", "calls", 3, "id"]]
     assert "call 0" in detail[0]["msg"] and "call 1" in detail[1]["msg"]
     await assert_nothing_stored(redis)
 
@@ -62,7 +62,7 @@ async def test_too_many_calls_is_rejected(tmp_path: Path, settings: Settings, re
         ({"calls": [{"server": "demo", "tool": "echo", SECRET: 1}]}, ["body", "calls", 0, SECRET]),
         ({"calls": [{"server": "demo", "tool": "echo"}], "mode": SECRET}, ["body", "mode"]),
         ({"calls": [{"server": "demo", "tool": "echo"}], "max_concurrency": 0}, ["body", "max_concurrency"]),
-        ({"calls": [{"server": "demo", "tool": "echo"}], "max_concurrency": 100_000}, ["max_concurrency"]),
+        ({"calls": [{"server": "demo", "tool": "echo"}], "max_concurrency": 100_000}, ["body", "max_concurrency"]),
     ],
 )
 async def test_malformed_fields_are_named_without_their_values(

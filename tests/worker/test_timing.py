@@ -1,0 +1,45 @@
+"""What an item's timing figures measure, and sessions opened when a worker starts: through the real API, worker and
+a stdio backend."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+import httpx
+import pytest
+
+from mcp_batch.settings import Settings
+from tests.support import run_batch, running_api, running_worker
+from worker.context import state
+
+pytestmark = pytest.mark.timeout(90)
+
+ECHOES = [{"id": f"e{i}", "server": "demo", "tool": "echo", "arguments": {"message": "hi"}} for i in range(2)]
+
+
+def span(item: dict[str, object]) -> float:
+    started, finished = (datetime.fromisoformat(str(item[k])) for k in ("started_at", "finished_at"))
+    return (finished - started).total_seconds()
+
+
+async def test_an_item_that_waited_for_its_session_says_how_long(client: httpx.AsyncClient) -> None:
+    first, second = (await run_batch(client, ECHOES, mode="serial"))["results"]
+    assert first["connect_seconds"] > 0.05  # a stdio process started for it
+    assert second.get("connect_seconds") is None  # the session was open
+    for item in (first, second):
+        parts = item.get("connect_seconds") or 0, item["rate_wait_seconds"], item["elapsed_seconds"]
+        assert sum(parts) <= span(item) + 0.01  # the figures are parts of the item's time on its worker
+    assert span(first) - first["connect_seconds"] < 1  # what the session start used to hide
+
+
+async def test_a_worker_opens_the_configured_sessions_in_the_background_when_it_starts(settings: Settings) -> None:
+    warm = settings.model_copy(update={"warm_sessions": True})
+    async with running_api(warm) as base_url, running_worker(warm) as worker:  # started: no session waited for
+        pool = state(worker.ctx).pool
+        async with asyncio.timeout(30):
+            while not (pool.ready("demo") and pool.ready("demo_http")):  # noqa: ASYNC110 - no event for it
+                await asyncio.sleep(0.05)
+        async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+            document = await run_batch(client, ECHOES[:1])
+    assert document["results"][0].get("connect_seconds") is None  # the first batch found its session open
