@@ -1,18 +1,19 @@
 """The cost of an item, against a backend fast enough that the service's own cost shows; before and after.
 
-    uv run python bench/cost.py [--calls 4000] [--rounds 3] [--workers 1 2] [--ref GITREF ...]
+    uv run python bench/cost.py [--calls 4000] [--rounds 4] [--workers 1 2] [--ref GITREF ...]
 
 The backend is `@modelcontextprotocol/server-everything` (node) over stdio, installed into bench/.cache with npm
 on first use; its `echo` tool is the call. For each tree (this checkout, and each --ref checked out into a
 temporary worktree with `uv sync --frozen`), the service runs as processes (`mcp-batch api`, `mcp-batch worker`,
-a private redis-server), and each round measures, tree after tree (the order alternates from round to round):
-  1. fast backend, for 1 and 2 workers: `--calls` echo calls at concurrency 8, directly with one SDK `Client` (this
-     process, on uvloop like the worker) and as one batch with max_concurrency 8 (POST -> completed document).
-     Per item: CPU of the worker processes themselves (/proc; their stdio backends are counted apart), of the API,
-     of Redis (INFO cpu); Redis commands (INFO commandstats: a script's inner commands count, as does its EVALSHA);
-     the SDK client's own CPU per direct call, and worker CPU / SDK CPU;
+a private redis-server). Each round measures every tree in turn (the order alternates from round to round):
+  1. fast backend, for 1 and 2 workers: `--calls` echo calls at concurrency 8 directly with one SDK `Client` (this
+     process, on uvloop like the worker; once per round, shared by the trees), then for each tree one batch of the
+     same calls with max_concurrency 8 (POST -> completed document). Per item: CPU of the worker processes
+     themselves (/proc; their stdio backends are counted apart), of the API, of Redis (INFO cpu); Redis commands
+     (INFO commandstats: a script's inner commands count, as does its EVALSHA); the SDK client's own CPU per
+     direct call, and worker CPU / SDK CPU;
   2. submit: one POST of `--submit-calls` calls to an API with no worker, time to the 202, and the slowest of
-     the /healthz requests a concurrent loop sends every ~10 ms meanwhile;
+     the /healthz requests a concurrent loop sends every ~10 ms meanwhile (and how many answered 503);
   3. GET /v1/batches/{id}/results of a completed `--results-calls` batch: median of 5 requests.
 Every figure is the median over the rounds. The machine is shared by everything here: quote the ratios.
 """
@@ -117,8 +118,10 @@ async def warm_up(stack: Stack, concurrency: int) -> None:
     raise RuntimeError(f"{stack.tree.label}: not every worker opened a backend session")
 
 
-async def fast_round(stack: Stack, backend: StdioServerParameters, calls: int, concurrency: int) -> Figures:
-    figures = await direct(backend, calls, concurrency)
+async def fast_round(stack: Stack, direct_figures: Figures, calls: int, concurrency: int) -> Figures:
+    """One batch through `stack`, against the round's direct figures (shared by every tree, so a tree's ratio
+    moves only with its own service figures)."""
+    figures = dict(direct_figures)
     cpu, commands = await snapshot(stack)
     seconds, document = await run_batch(stack.http, echo_calls(calls), concurrency)
     cpu_after, commands_after = await snapshot(stack)
@@ -223,7 +226,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=4000)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4, help="an even number balances the trees' order")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--submit-calls", type=int, default=100_000)
     parser.add_argument("--results-calls", type=int, default=10_000)
@@ -262,9 +265,10 @@ async def main() -> None:
                 results[tree.label] = stack, document["id"]
         for round_ in range(args.rounds):
             order = trees if round_ % 2 == 0 else trees[::-1]  # drift on the machine hits every tree alike
-            for tree in order if "fast" in cases else []:
-                for workers in args.workers:
-                    found = await fast_round(fast[tree.label, workers], backend, args.calls, args.concurrency)
+            for workers in args.workers if "fast" in cases else []:
+                shared = await direct(backend, args.calls, args.concurrency)
+                for tree in order:
+                    found = await fast_round(fast[tree.label, workers], shared, args.calls, args.concurrency)
                     for name, value in found.items():
                         figures[tree.label][f"w{workers}.{name}"].append(value)
             for tree in order if "submit" in cases else []:
