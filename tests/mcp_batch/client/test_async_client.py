@@ -56,6 +56,6 @@ async def test_cancel_retry_list_validate_upload_and_errors(service: ServiceHand
         assert uploaded.on_error == "stop"
         with pytest.raises(InvalidRequest) as bad:
             await client.upload(b'{"server": "demo", "tool": "echo"}\n[]\n')
-        assert [p.loc for p in bad.value.problems] == [("line", 2)]
+        assert [p.loc for p in bad.value.problems] == [("body", "line", 2)]
         with pytest.raises(NotFound):
             await client.item(uploaded.id, "no-such-item")

@@ -147,7 +147,7 @@ async def test_a_json_lines_upload_from_bytes_and_from_a_file(service: ServiceHa
     small, large, bad = await in_thread(scenario)
     assert small.mode is Mode.serial and small.counts.total == 1 and large.counts.total == 2
     assert [(p.loc, p.describe()) for p in bad.problems] == [
-        (("line", 1, "tool"), "line 1, field 'tool': Field required")
+        (("body", "line", 1, "tool"), "line 1, field 'tool': Field required")
     ]
 
 
@@ -166,7 +166,7 @@ async def test_errors_carry_the_problems_and_name_what_is_missing(service: Servi
 
     local, served, missing, unreachable = await in_thread(scenario)
     assert [(p.loc, p.msg) for p in local.problems] == [(("calls", 0, "server"), "Field required")]
-    assert served.status_code == 422 and [p.loc for p in served.problems] == [("max_concurrency",)]
+    assert served.status_code == 422 and [p.loc for p in served.problems] == [("body", "max_concurrency")]
     assert missing.status_code == 404 and missing.detail == "batch 'no-such-batch' not found"
     assert "could not reach the mcp-batch server at" in str(unreachable)
 

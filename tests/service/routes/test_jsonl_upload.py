@@ -70,11 +70,11 @@ async def test_every_bad_line_is_named_by_its_number_and_nothing_is_stored(
     response = await client.post("/v1/batches", content=body, headers=NDJSON, params={"mode": "sideways"})
     found = problems(response)
     assert (["query", "mode"], "Input should be 'concurrent' or 'serial'") in found
-    assert found[1][0] == ["line", 2] and found[1][1].startswith("not JSON: ")
-    assert (["line", 3], "expected a JSON object (one call)") in found
-    assert (["line", 4, "server"], "Field required") in found
-    assert (["line", 4, "arguments"], "Input should be a valid dictionary") in found
-    assert not any(loc[:2] in (["line", 1], ["line", 5]) for loc, _ in found)
+    assert found[1][0] == ["body", "line", 2] and found[1][1].startswith("not JSON: ")
+    assert (["body", "line", 3], "expected a JSON object (one call)") in found
+    assert (["body", "line", 4, "server"], "Field required") in found
+    assert (["body", "line", 4, "arguments"], "Input should be a valid dictionary") in found
+    assert not any(loc[:3] in (["body", "line", 1], ["body", "line", 5]) for loc, _ in found)
     assert secret not in response.text
     assert await redis.keys(f"{Keys(service.settings.key_prefix).prefix}:batch:*") == []
 
@@ -83,7 +83,7 @@ async def test_whole_batch_problems_name_the_line_too(client: httpx.AsyncClient)
     body = lines({"id": "a", "server": "demo", "tool": "echo"}, {}, {"id": "A", "server": "demo", "tool": "echo"})
     body = body.replace(b"{}\n", b"\n")  # a blank line 2: the duplicate is call 1, on line 3
     found = problems(await client.post("/v1/batches", content=body, headers=NDJSON))
-    assert found == [(["line", 3, "id"], "duplicate id: call 1 has the id of call 0")]
+    assert found == [(["body", "line", 3, "id"], "duplicate id: call 1 has the id of call 0")]
     found = problems(await client.post("/v1/batches", content=body[:5], headers=NDJSON, params={"bogus": "1"}))
     assert (["query", "bogus"], "not a batch option") in found
 
