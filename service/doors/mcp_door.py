@@ -201,7 +201,13 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
         batch_id: BatchIdArg,
         item_id: Annotated[str, Field(min_length=1, description="The item's `id` (its call's id, or its index).")],
         cursor: Annotated[
-            str | None, Field(pattern=r"^\d+\.\d+$", description="The `next_cursor` of the page before.")
+            str | None,
+            Field(
+                min_length=1,
+                max_length=500,
+                pattern=r"^[A-Za-z0-9_-]+$",
+                description="The `next_cursor` of a truncated copy of this item, or of the page before.",
+            ),
         ] = None,
     ) -> Annotated[CallToolResult, ItemPage]:
         with tool_errors():

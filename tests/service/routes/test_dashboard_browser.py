@@ -45,7 +45,7 @@ CHROMIUM_ARGS = [
 LAPTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
 ALPHA, BETA = "mcpb_alpha-key", "mcpb_beta-key"
-FAIL_MESSAGE = "tool 'fail' reported an error"
+FAIL_MESSAGE = "this tool always fails"  # the tool's own words, in error.message
 
 
 def calls(n: int, seconds: float = 0.05, fail_every: int = 0) -> list[dict[str, Any]]:
