@@ -166,11 +166,18 @@ class Worker(ArqWorker):
 
     # arq internal (0.28): arq's signal handler cancels running jobs at once; a stop here is graceful.
     def handle_sig(self, signum: int) -> None:
-        """SIGTERM or SIGINT: a graceful stop (a second one stops at once). Anything else: arq's own stop."""
-        if signum not in (signal.SIGTERM, signal.SIGINT) or self._draining is not None:
+        """SIGTERM or SIGINT: a graceful stop. A second SIGINT stops at once (Ctrl-C twice); a second SIGTERM
+        does not: `uv run` passes on a SIGTERM sent to its whole process group (`kill -TERM -<pgid>`, systemd's
+        control-group kill, `docker stop` of a wrapped command), so one stop often arrives twice. Anything else:
+        arq's own stop."""
+        if signum not in (signal.SIGTERM, signal.SIGINT):
             super().handle_sig(signal.Signals(signum))
-            return
-        self._draining = asyncio.ensure_future(self.drain())
+        elif self._draining is None:
+            self._draining = asyncio.ensure_future(self.drain())
+        elif signum == signal.SIGINT:
+            super().handle_sig(signal.Signals(signum))
+        else:
+            logger.info("SIGTERM again: already stopping gracefully (a second SIGINT stops at once)")
 
     async def drain(self) -> None:
         """Take nothing new; let running shards finish their calls in flight (up to the grace period), hand the

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -28,12 +30,16 @@ from tests.support import (
     finished,
     live_workers,
     running_api,
+    running_worker,
+    settings_env,
     submit,
     worker_id,
     worker_processes,
 )
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]  # where `uv run` finds the project
 
 
 @pytest.fixture
@@ -151,3 +157,50 @@ async def test_sigterm_cuts_calls_past_the_grace_and_only_reads_run_again(
     assert items["read"]["status"] == "ok" and items["read"]["recovered"] and counts["read"] == 2
     assert items["write"]["status"] == "interrupted" and counts["write"] == 1
     assert "not run again" in items["write"]["error"]["message"]
+
+
+async def test_a_sigterm_to_the_process_group_of_uv_run_is_one_graceful_stop(
+    api: httpx.AsyncClient, settings: Settings, fresh_backend: HttpBackendProcess, tmp_path: Path
+) -> None:
+    """`kill -TERM -<pgid>`, `docker stop` of a wrapped command, systemd's control-group kill: `uv run` passes the
+    signal on, so the worker gets it twice; the second must not turn the graceful stop into an immediate one."""
+    if shutil.which("uv") is None:
+        pytest.skip("needs uv, to start the worker as users do")
+    settings = settings.model_copy(update={"lease_seconds": 600.0, "shutdown_grace_seconds": 10.0})
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            *["uv", "run", "mcp-batch", "worker"],
+            cwd=ROOT,
+            env={**os.environ, **settings_env(settings)},
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=out,
+            start_new_session=True,  # a process group of its own: uv and the worker, as a service manager runs them
+        )
+    try:
+        async with asyncio.timeout(60):
+            while "ready for" not in log.read_text():  # noqa: ASYNC110 - a child starting: only its log tells
+                await asyncio.sleep(0.05)
+        batch_id = (await submit(api, tallies(24, 1.0), max_concurrency=16, read_only=False))["id"]
+        async with asyncio.timeout(30):
+            while len((await call_backend(fresh_backend.url, "stats"))["tallies"]) < 16:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)  # 8 reads and 8 writes have reached the backend: only it can tell
+        os.killpg(proc.pid, signal.SIGTERM)
+        signalled = time.monotonic()
+        async with asyncio.timeout(20):
+            code = await proc.wait()
+        stopped_after = time.monotonic() - signalled
+    finally:
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    assert code == 0, log.read_text()[-2000:]
+    async with running_worker(settings):  # the lease is 600 s: the rest moves on only because it was handed back
+        document = await finished(api, batch_id, timeout=30)
+    items = await all_results(api, batch_id)
+    counts = (await call_backend(fresh_backend.url, "stats"))["tallies"]
+    failed = [(item["id"], item["status"], item["recovered"]) for item in items if item["status"] != "ok"]
+    assert document["status"] == "completed" and not failed, failed
+    assert all(counts[item["id"]] == 1 for item in items)  # the 16 in flight finished once; nothing ran again
+    assert "shutdown on SIGTERM" not in log.read_text()  # arq's immediate stop never ran
+    print(f"group SIGTERM: the worker exited {stopped_after:.2f}s later; 16 calls in flight finished, 8 handed back")
