@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from mcp_batch.contract.webhook_policy import WebhookPolicy
 from mcp_batch.errors import InvalidBatch, Problem
 from mcp_batch.models import BatchRequest
@@ -32,8 +34,8 @@ def validate_batch(
         call_id = (call.id if call.id is not None else str(index)).casefold()  # ids differing only in case clash
         if "." in call_id:
             problems.append(Problem(("calls", index, "id"), "an id may not contain '.' (references use dots)"))
-        elif any(ord(c) < 32 or ord(c) == 127 for c in call_id):
-            problems.append(Problem(("calls", index, "id"), "an id may not contain control characters"))
+        elif (unprintable := _unprintable(call.id or "")) is not None:
+            problems.append(Problem(("calls", index, "id"), unprintable))
         if call_id in seen:
             problems.append(
                 Problem(("calls", index, "id"), f"duplicate id: call {index} has the id of call {seen[call_id]}")
@@ -56,3 +58,18 @@ def validate_batch(
     if problems:
         raise InvalidBatch(problems)
     return request.max_concurrency or default_concurrency
+
+
+_SEPARATORS = frozenset("\u2028\u2029")  # line and paragraph separators: a line break to JSON Lines readers and logs
+
+
+def _unprintable(call_id: str) -> str | None:
+    """Why an id cannot be printed on one line, naming the first offending character by code point (never the id),
+    or None. Every Unicode control (category Cc: C0, DEL and C1 such as U+0085) and U+2028/U+2029."""
+    for position, char in enumerate(call_id, start=1):
+        if char in _SEPARATORS or unicodedata.category(char) == "Cc":
+            return (
+                "an id may not contain control characters or line separators:"
+                f" U+{ord(char):04X} at character {position}"
+            )
+    return None

@@ -155,8 +155,12 @@ async def cancel_batch(batch_id: OwnedBatchId, services: ServicesDep) -> BatchDo
     return await reading.cancel(services, batch_id)
 
 
+# `:path`: ids are the caller's data and may hold '/' ("reports/2024"); the item answers with it sent encoded
+# (%2F) or as is (a proxy may decode %2F), since nothing else lives below /items/.
 @router.get(
-    "/batches/{batch_id}/items/{item_id}", summary="One item, whole, paging through large content", responses=_NOT_FOUND
+    "/batches/{batch_id}/items/{item_id:path}",
+    summary="One item, whole, paging through large content",
+    responses=_NOT_FOUND,
 )
 async def get_item(
     batch_id: OwnedBatchId,

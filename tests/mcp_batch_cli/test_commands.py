@@ -280,6 +280,26 @@ async def test_results_of_an_unknown_batch_write_no_file(
     assert not out_file.exists()
 
 
+async def test_item_prints_one_item_whatever_its_id_holds(
+    service: ServiceHandle, client: httpx.AsyncClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = ["reports/2024/q1", "100% done?", "#1 & more"]
+    calls = [{"id": i, "server": "demo", "tool": "echo", "arguments": {"message": i}} for i in ids]
+    batch_id = (await run_batch(client, calls))["id"]
+    for call_id in ids:
+        assert await cli("item", batch_id, call_id, "--json", "--server-url", service.base_url) == 0
+        item = json.loads(capsys.readouterr().out)
+        assert (item["id"], item["status"], item["structured_content"]) == (call_id, "ok", {"result": call_id})
+
+
+async def test_item_of_an_unknown_id_says_so(
+    service: ServiceHandle, client: httpx.AsyncClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    batch_id = (await run_batch(client, [{"id": "a", "server": "demo", "tool": "echo"}]))["id"]
+    assert await cli("item", batch_id, "b/c", "--server-url", service.base_url) == 1
+    assert f"no item 'b/c' in batch {batch_id!r}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["submit", "get", "results"])
 async def test_an_unreachable_server_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there

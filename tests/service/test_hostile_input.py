@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -179,11 +180,30 @@ async def test_unknown_fields_at_the_gumloop_door_are_400(client: httpx.AsyncCli
         assert any(p["type"] == "extra_forbidden" for p in response.json()["error"]["details"]["problems"])
 
 
-@pytest.mark.parametrize("call_id", ["a\x00b", "tab\there", "line\nbreak", "del\x7f", "\x1b[31mred"])
-async def test_ids_with_control_characters_are_422(client: httpx.AsyncClient, call_id: str) -> None:
-    response = await client.post("/v1/batches", json={"calls": [{"id": call_id, "server": "demo", "tool": "echo"}]})
+@pytest.mark.parametrize(
+    ("call_id", "named"),
+    [
+        ("a\x00b", "U+0000"),
+        ("tab\there", "U+0009"),
+        ("line\nbreak", "U+000A"),
+        ("del\x7f", "U+007F"),
+        ("\x1b[31mred", "U+001B"),
+        ("next\x85line", "U+0085"),  # C1 controls are controls too
+        ("csi\x9b31m", "U+009B"),
+        ("line\u2028separator", "U+2028"),
+        ("paragraph\u2029separator", "U+2029"),
+    ],
+)
+async def test_ids_with_control_characters_or_line_separators_are_422_naming_the_character(
+    client: httpx.AsyncClient, call_id: str, named: str
+) -> None:
+    calls = [{"id": "fine", "server": "demo", "tool": "echo"}, {"id": call_id, "server": "demo", "tool": "echo"}]
+    response = await client.post("/v1/batches", json={"calls": calls})
     assert response.status_code == 422
-    assert response.json()["detail"][0]["msg"] == "an id may not contain control characters"
+    [problem] = response.json()["detail"]
+    assert problem["loc"] == ["body", "calls", 1, "id"]
+    assert problem["msg"].startswith("an id may not contain control characters or line separators")
+    assert named in problem["msg"]
     assert call_id not in response.text
 
 
@@ -271,6 +291,21 @@ async def test_an_id_naming_another_key_of_a_real_batch_is_404(client: httpx.Asy
         for method, template in ROUTES:
             response = await client.request(method, template.format(batch_id + suffix))
             assert response.status_code == 404, (method, template, suffix, response.text)
+
+
+ODD_BUT_FINE_IDS = ["a/b", "/lead", "trail/", "a//b", "%2F", "100%", "q?x#y", "sp ace", "ünï/çødé", "a\\b", "+&=;"]
+
+
+async def test_every_accepted_id_can_be_fetched_by_it(client: httpx.AsyncClient) -> None:
+    calls = [{"id": call_id, "server": "demo", "tool": "echo"} for call_id in ODD_BUT_FINE_IDS]
+    batch_id = (await run_batch(client, calls))["id"]
+    for call_id in ODD_BUT_FINE_IDS:
+        response = await client.get(f"/v1/batches/{batch_id}/items/{quote(call_id, safe='')}")
+        assert response.status_code == 200, (call_id, response.text)
+        assert response.json()["id"] == call_id
+    for call_id in ("a/b", "a//b", "trail/"):  # a slash sent as is (a proxy may decode %2F) reaches the same item
+        response = await client.get(f"/v1/batches/{batch_id}/items/{call_id}")
+        assert response.status_code == 200 and response.json()["id"] == call_id
 
 
 async def test_odd_item_ids_are_404(client: httpx.AsyncClient) -> None:

@@ -24,3 +24,21 @@ def test_every_problem_is_listed_at_once() -> None:
     with pytest.raises(InvalidBatch) as caught:
         validate_batch(batch, 10, 64, 16)
     assert [p.loc for p in caught.value.problems] == [("calls",), ("calls", 5, "id"), ("max_concurrency",)]
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x1f", "\x7f", "\x80", "\x85", "\x9f", "\u2028", "\u2029"])
+def test_an_id_with_a_control_character_or_a_line_separator_is_refused_naming_it(char: str) -> None:
+    batch = request(2)
+    batch.calls[1] = Call(id=f"ab{char}c", server="s", tool="t")
+    with pytest.raises(InvalidBatch) as caught:
+        validate_batch(batch, 10, 64, 16)
+    [problem] = caught.value.problems
+    assert problem.loc == ("calls", 1, "id")
+    assert f"U+{ord(char):04X}" in problem.msg and "character 3" in problem.msg
+
+
+@pytest.mark.parametrize("call_id", ["a/b", "é", "\u200b", "tab-free id", "\u00a0"])
+def test_ids_with_other_characters_are_fine(call_id: str) -> None:
+    batch = request(1)
+    batch.calls[0] = Call(id=call_id, server="s", tool="t")
+    assert validate_batch(batch, 10, 64, 16) == 16
