@@ -30,6 +30,7 @@ from service.application.services import Services
 from service.doors import gumloop
 from service.doors.mcp_door import build_mcp_server, mcp_routes
 from service.http_errors import install_error_handlers
+from service.key_gate import KeyFirst
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
 from service.routes import batches, dashboard, health, servers
 from service.routes import scrape as metrics_routes
@@ -90,15 +91,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.keyring = keyring
     app.state.max_json_depth = settings.max_json_depth
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    routers = [
+        batches.router,
+        events.router,
+        servers.router,
+        gumloop.router,
+        health.router,
+        metrics_routes.router,
+        dashboard.router,
+    ]
+    if keyring is not None:  # outside the body limit: a request without a valid key is refused before any read
+        routes = [route for router in routers for route in router.routes]
+        app.add_middleware(KeyFirst, keyring=keyring, routes=routes, metrics_public=settings.metrics_public)
     install_error_handlers(app)
     app.add_middleware(StorageUnavailable)
     app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: it sees the 503s and 401s too
-    app.include_router(batches.router)
-    app.include_router(events.router)
-    app.include_router(servers.router)
-    app.include_router(gumloop.router)
-    app.include_router(health.router)
-    app.include_router(metrics_routes.router)
-    app.include_router(dashboard.router)
+    for router in routers:
+        app.include_router(router)
     app.router.routes.extend(mcp_routes(mcp, keyring))  # the MCP endpoint at /mcp (and /mcp/)
     return app

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 # A \uD800-\uDFFF escape: either half of a surrogate pair, or a lone one (the full check runs only when one appears).
@@ -60,15 +61,46 @@ def depth(value: Any, stop: int | None = None) -> int:
     return levels
 
 
-def loads(body: bytes, max_depth: int) -> Any:
+class _Pausing:
+    """The parser's hooks, calling `pause` every `every` objects and numbers: a parse in a worker thread then lets
+    the event loop's thread take the GIL at short intervals (C code gives it up only when it calls back into Python)."""
+
+    def __init__(self, pause: Callable[[], None], every: int = 256) -> None:
+        self.pause, self.every, self.count = pause, every, 0
+
+    def _tick(self) -> None:
+        self.count += 1
+        if self.count % self.every == 0:
+            self.pause()
+
+    def object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        self._tick()
+        return _object(pairs)
+
+    def float(self, text: str) -> float:
+        self._tick()
+        return _finite(text)
+
+    def int(self, text: str) -> int:
+        self._tick()
+        return int(text)
+
+
+def loads(body: bytes, max_depth: int, pause: Callable[[], None] | None = None) -> Any:
     """The JSON value of a UTF-8 body, or MalformedJSON: not UTF-8, not JSON, NaN/Infinity, a number out of range,
-    a duplicate key, an unpaired surrogate, or arrays and objects nested deeper than `max_depth`."""
+    a duplicate key, an unpaired surrogate, or arrays and objects nested deeper than `max_depth`.
+
+    `pause`: called every few hundred values (see `_Pausing`), for a parse off the event loop."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MalformedJSON("the body is not UTF-8", exc.start) from None
+    hooks: dict[str, Any] = {"parse_float": _finite, "object_pairs_hook": _object}
+    if pause is not None:
+        pausing = _Pausing(pause)
+        hooks = {"parse_float": pausing.float, "parse_int": pausing.int, "object_pairs_hook": pausing.object}
     try:
-        value = json.loads(text, parse_float=_finite, parse_constant=_constant, object_pairs_hook=_object)
+        value = json.loads(text, parse_constant=_constant, **hooks)
     except json.JSONDecodeError as exc:
         raise MalformedJSON(exc.msg, exc.pos) from None
     except RecursionError:

@@ -7,17 +7,21 @@ Content-Type included, rather than handing the raw bytes to validation; a JSON b
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Coroutine
 from email.message import Message
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 
 from mcp_batch.models import ErrorDetail
 from mcp_batch.settings import Settings
+from service import body_reading
 from service.json_body import MalformedJSON, loads
 
 _DEFAULT_DEPTH = Settings.model_fields["max_json_depth"].default
@@ -66,10 +70,48 @@ class StrictJSONRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         takes_body = self.body_field is not None
+        model = _body_model(self)
 
         async def strict(request: Request) -> Response:
             if takes_body and has_body(request) and not is_json(request.headers.get("content-type")):
                 return JSONResponse({"detail": UNSUPPORTED_MEDIA_TYPE}, status_code=415)
-            return await handler(StrictJSONRequest(request.scope, request.receive))
+            strict_request = StrictJSONRequest(request.scope, request.receive)
+            if model is None or not has_body(request):
+                return await handler(strict_request)
+            body = await strict_request.body()
+            if len(body) <= body_reading.OFF_LOOP_BYTES:
+                return await handler(strict_request)
+            with body_reading.collector_paused():
+                strict_request._json = await _parse_off_loop(strict_request, body, model)
+                try:
+                    return await handler(strict_request)
+                finally:  # the answer is made: free the request's model off the loop, before it is dropped here
+                    await asyncio.to_thread(body_reading.drain, strict_request._json)
 
         return strict
+
+
+def _body_model(route: APIRoute) -> type[BaseModel] | None:
+    """The model of the route's one (not embedded) body parameter, if it has one."""
+    params = route.dependant.body_params
+    if len(params) != 1 or getattr(params[0].field_info, "embed", False):
+        return None
+    annotation = params[0].field_info.annotation
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+async def _parse_off_loop(request: Request, body: bytes, model: type[BaseModel]) -> BaseModel:
+    """The body parsed and validated in a worker thread (see body_reading), its faults the 422 FastAPI would give.
+
+    The validated instance then goes to FastAPI as the parsed body, which passes a model instance through its own
+    validation as it is (pydantic does not revalidate instances); tests/service/test_body_reading.py fails if that
+    changes (the model would be validated twice, the second time on the event loop)."""
+    max_depth = getattr(request.app.state, "max_json_depth", _DEFAULT_DEPTH)
+    try:
+        value: BaseModel = await asyncio.to_thread(body_reading.parse, body, max_depth, model)
+    except MalformedJSON as exc:
+        error = {"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error", "input": {}}
+        raise RequestValidationError([error | {"ctx": {"error": exc.msg}}]) from None
+    except body_reading.InvalidBody as exc:
+        raise RequestValidationError([error | {"loc": ("body", *error["loc"])} for error in exc.errors]) from None
+    return value

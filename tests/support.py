@@ -263,6 +263,34 @@ def worker_processes(
                 proc.kill()
 
 
+@contextmanager
+def api_process(settings: Settings, tmp: Path) -> Iterator[str]:
+    """A real `mcp-batch api` process for these settings, its base URL once /healthz answers."""
+    port = free_port()
+    log = tmp / "api.log"
+    env = {**os.environ, **settings_env(settings)}
+    argv = [sys.executable, "-c", "from mcp_batch_cli.commands import main; main()", "api", "--port", str(port)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=out, env=env)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with suppress(httpx.TransportError):
+                if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("the API did not start: " + log.read_text()[-1000:])
+            time.sleep(0.05)  # a child process starting: nothing to wait on but its port
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def settings_env(settings: Settings) -> dict[str, str]:
     """The settings as MCP_BATCH_* variables, for child processes (lists as JSON, secrets revealed, None left out)."""
     env = {}

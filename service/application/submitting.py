@@ -7,7 +7,9 @@ in by; nothing is half-written: a batch that could not be queued is removed, an 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from mcp_batch import shards
 from mcp_batch.contract.checks import Bounds, Refusal, precheck
@@ -61,7 +63,7 @@ async def _store_and_queue(
 
     Past `max_unfinished_items` (the service's, or the caller's key's for its tenant) nothing is stored and
     Backpressure (a 429) is raised."""
-    concurrency = validate(app, request, caller)
+    concurrency = await _off_loop_if_large(len(request.calls), validate, app, request, caller)
     settings, store = app.settings, app.store
     retry_after = settings.backpressure_retry_after_seconds
     unfinished = await store.submits.unfinished_items()
@@ -71,8 +73,8 @@ async def _store_and_queue(
         mine = await store.submits.unfinished_items(caller.tenant)
         if mine + len(request.calls) > caller.max_unfinished_items:
             raise Backpressure(mine, caller.max_unfinished_items, retry_after)
-    limits = app.registry.limits({call.server for call in request.calls})
-    linked = any(may_reference(call.arguments) for call in request.calls)
+    servers, linked = await _off_loop_if_large(len(request.calls), _survey, request)
+    limits = app.registry.limits(servers)
     live = await overview.live_workers(app.redis, app.keys, settings.ready_worker_seconds)
     count = shards.plan(
         len(request.calls), concurrency, request.mode, linked, live, settings.max_shards, settings.shard_min_items
@@ -121,7 +123,7 @@ async def _submit(
 ) -> Submitted:
     if key is None:
         return Submitted(await _store_and_queue(app, request, caller, retry_of), True)
-    validate(app, request, caller)
+    await _off_loop_if_large(len(request.calls), validate, app, request, caller)
     body = request.model_dump(mode="json") if retry_of is None else {"retry_of": retry_of}
     keys = app.store.idempotency
     held = await keys.claim(key, idempotency.fingerprint(body), caller.tenant)
@@ -177,3 +179,17 @@ def _cursor_refusal(app: Services, cursor: str, caller: Caller) -> Refusal | Non
     except InvalidCursor as exc:
         return Refusal(ItemStatus.invalid_cursor, "invalid_cursor", exc.reason)
     return None
+
+
+T = TypeVar("T")
+_OFF_LOOP_CALLS = 1_000  # a batch with more calls is checked in a worker thread: the event loop serves others
+
+
+async def _off_loop_if_large(calls: int, check: Callable[..., T], *args: Any) -> T:
+    """`check(*args)`, in a worker thread for a large batch (pure Python there gives the GIL away every few ms)."""
+    return await asyncio.to_thread(check, *args) if calls > _OFF_LOOP_CALLS else check(*args)
+
+
+def _survey(request: BatchRequest) -> tuple[set[str], bool]:
+    """The servers the batch calls, and whether any call may reference another's result."""
+    return {call.server for call in request.calls}, any(may_reference(call.arguments) for call in request.calls)

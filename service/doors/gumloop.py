@@ -13,6 +13,8 @@ A key with `write` runs every call; a key without it runs the read-only ones, an
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
@@ -22,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_batch.errors import Forbidden, InvalidBatch, Problem, Unauthenticated
 from mcp_batch.models import TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
-from service import json_body
+from service import body_reading, json_body
 from service.application import reading, submitting
 from service.auth import AUTH_RESPONSES, CallerOrRefusalDep
 from service.deps import ServicesDep
@@ -125,16 +127,20 @@ _NO_ERROR_MESSAGES = {
 }
 
 
-def parse_request(body: bytes, max_calls: int, max_depth: int = 64) -> GumloopRequest:
-    """The validated body, or InvalidBatch listing every fault by location (never by submitted value)."""
+def parse_request(
+    body: bytes, max_calls: int, max_depth: int = 64, pause: Callable[[], None] | None = None
+) -> GumloopRequest:
+    """The validated body, or InvalidBatch listing every fault by location (never by submitted value). `pause`: see
+    `json_body.loads`."""
     try:
-        data = json_body.loads(body, max_depth)
+        data = json_body.loads(body, max_depth, pause)
     except json_body.MalformedJSON as exc:
         raise InvalidBatch([Problem((), f"the body is not valid JSON: {exc.msg}", "json_invalid")]) from None
     problems: list[Problem] = []
     calls = data.get("calls") if isinstance(data, dict) else None
     if isinstance(calls, list) and len(calls) > max_calls:
         problems.append(Problem(("calls",), f"{len(calls)} calls, more than the maximum of {max_calls}", "too_long"))
+        data = {**data, "calls": calls[:max_calls]}  # refused already: the calls past the maximum are not validated
     try:
         request = GumloopRequest.model_validate(data)
     except ValidationError as exc:
@@ -287,7 +293,12 @@ async def call_tools(request: Request, services: ServicesDep, caller: CallerOrRe
         return _unauthenticated(caller)
     try:
         settings = services.settings
-        body = parse_request(await request.body(), settings.gumloop_max_calls, settings.max_json_depth)
+        raw = await request.body()
+        limits = (raw, settings.gumloop_max_calls, settings.max_json_depth)
+        large = len(raw) > body_reading.OFF_LOOP_BYTES  # parsed in a worker thread, giving the GIL away as it goes
+        body = (
+            await asyncio.to_thread(parse_request, *limits, body_reading.give_way) if large else parse_request(*limits)
+        )
         if caller.keyed and body.team_id is not None and body.team_id != caller.tenant:
             raise Forbidden([Problem(("team_id",), "the team is not this key's tenant", "forbidden")])
         batch_id = (await submitting.submit(services, to_batch(body, read_only=not caller.write), caller)).batch_id
