@@ -5,6 +5,7 @@ MCPBatchError
  ├── BatchNotFound                no batch with that id (or it expired)
  │    └── ItemNotFound            the batch has no item with that id
  ├── Backpressure                 too many items are queued or running; try again after `retry_after`
+ │    └── StoredBytesCeiling      the tenant's stored batches would pass its ceiling of bytes
  ├── InvalidBatch                 the request is malformed as a whole; `problems` lists every fault
  │    └── InvalidCursor           a cursor does not verify or does not fit what it is used for (`reason` says why)
  ├── Unauthenticated              no valid API key was presented
@@ -59,6 +60,18 @@ class Backpressure(MCPBatchError):
     def __init__(self, unfinished: int, limit: int, retry_after: int) -> None:
         super().__init__(
             f"the service has {unfinished} unfinished items and takes at most {limit}; try again in {retry_after}s"
+        )
+        self.retry_after = retry_after
+
+
+class StoredBytesCeiling(Backpressure):
+    """The tenant's batches already hold so many bytes in the store that this one would pass its ceiling."""
+
+    def __init__(self, stored: int, adding: int, ceiling: int, retry_after: int) -> None:
+        MCPBatchError.__init__(
+            self,
+            f"the tenant stores {stored} bytes of batches and may store at most {ceiling}; this batch adds {adding}"
+            " (older batches free theirs when they expire)",
         )
         self.retry_after = retry_after
 

@@ -20,6 +20,8 @@ Per backend:
 Per tenant:
     {p}:tenant:{t}:batches    zset    the tenant's batch ids, scored by creation (µs): GET /v1/batches, newest first
     {p}:tenant:{t}:unfinished string  the tenant's items of unfinished batches not yet finished (its key's ceiling)
+    {p}:tenant:{t}:stored     hash    batch id -> `bytes|0`: the bytes of its stored calls, while the batch lives
+                                      (`bytes|ms` while it is being stored; gone batches' are dropped at a submit)
 Shared:
     {p}:jobs                  zset    shard job id -> its lease expiry (ms, Redis clock); lapsed ones are taken over
     {p}:deadlines             zset    batch id -> its deadline (ms), for batches that set one
@@ -142,6 +144,14 @@ class Keys:
 
     def tenant_unfinished(self, tenant: str) -> str:
         return f"{self.prefix}:tenant:{tenant}:unfinished"
+
+    def tenant_stored(self, tenant: str) -> str:
+        return f"{self.prefix}:tenant:{tenant}:stored"
+
+    @property
+    def batch_prefix(self) -> str:
+        """What a batch's meta key is before its id (scripts test whether a batch still lives)."""
+        return self.batch("")
 
     def leases(self, server: str) -> str:
         return f"{self.prefix}:leases:{server}"

@@ -72,6 +72,12 @@ class Settings(BaseSettings):
         description="Longest a `GET ?wait=` or the MCP get_batch tool holds the request (the REST `wait` itself is at "
         "most 60).",
     )
+    max_stored_bytes: int = Field(
+        1024**3,
+        ge=1,
+        description="Bytes of calls one tenant's batches may hold in Redis until they expire before POST answers 429 "
+        "(a key's own `max_stored_bytes` takes its place for its tenant).",
+    )
 
     max_argument_bytes: int = Field(
         20_000,

@@ -41,6 +41,7 @@ class KeyEntry(BaseModel):
     write: bool = False
     max_calls_per_batch: int | None = Field(None, ge=1)
     max_unfinished_items: int | None = Field(None, ge=1)
+    max_stored_bytes: int | None = Field(None, ge=1)
     rate_share: float | None = Field(None, gt=0, le=1)
     proxy: bool = Field(False, description="May list and call backend tools directly on the MCP door.")
 
@@ -60,6 +61,7 @@ class Caller:
     write: bool = True
     max_calls_per_batch: int | None = None
     max_unfinished_items: int | None = None
+    max_stored_bytes: int | None = None
     rate_share: float | None = None
     name: str | None = None
     keyed: bool = True  # False only with auth off: there is no key, so no tenant to hold a team to
@@ -93,6 +95,7 @@ class KeyRing:
                 write=e.write,
                 max_calls_per_batch=e.max_calls_per_batch,
                 max_unfinished_items=e.max_unfinished_items,
+                max_stored_bytes=e.max_stored_bytes,
                 rate_share=e.rate_share,
                 name=e.name,
                 proxy=e.proxy,

@@ -98,7 +98,7 @@ def _keys_new(args: argparse.Namespace) -> int:
         line["servers"] = [name.strip() for name in args.servers.split(",") if name.strip()]
     if args.write:
         line["write"] = True
-    for field in ("max_calls_per_batch", "max_unfinished_items", "rate_share"):
+    for field in ("max_calls_per_batch", "max_unfinished_items", "max_stored_bytes", "rate_share"):
         if getattr(args, field) is not None:
             line[field] = getattr(args, field)
     try:
@@ -160,6 +160,7 @@ def _add_process_commands(sub: Any) -> None:
     new.add_argument(
         "--max-unfinished-items", type=int, metavar="N", help="its tenant's most unfinished items (the server's)"
     )
+    new.add_argument("--max-stored-bytes", type=int, metavar="N", help="its tenant's most bytes of stored calls")
     new.add_argument("--rate-share", type=float, metavar="F", help="its tenant's share of each backend's rate, (0-1]")
     new.set_defaults(run=_keys_new)
 

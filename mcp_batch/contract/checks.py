@@ -54,12 +54,17 @@ def depth(value: Any) -> int:
     return 0
 
 
+def argument_bytes(arguments: dict[str, Any]) -> int:
+    """The size that MCP_BATCH_MAX_ARGUMENT_BYTES bounds: the arguments serialized compactly, in UTF-8."""
+    return len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":")).encode())
+
+
 def check_bounds(server: str, tool: str, arguments: dict[str, Any], bounds: Bounds) -> Refusal | None:
     """Names and arguments within their bounds (checked before anything else: no backend knowledge needed)."""
     for field, name in (("server", server), ("tool", tool)):
         if len(name) > MAX_NAME:
             return Refusal(ItemStatus.invalid_call, "bound_exceeded", f"{field} name is over {MAX_NAME} characters")
-    size = len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":")).encode())
+    size = argument_bytes(arguments)
     if size > bounds.max_argument_bytes:
         message = f"arguments are {size} bytes serialized, over the bound of {bounds.max_argument_bytes}"
         return Refusal(ItemStatus.invalid_call, "bound_exceeded", message, {"bound": "max_argument_bytes"})

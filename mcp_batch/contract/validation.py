@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from mcp_batch.contract.checks import argument_bytes
 from mcp_batch.contract.webhook_policy import WebhookPolicy
 from mcp_batch.errors import InvalidBatch, Problem
 from mcp_batch.models import BatchRequest
@@ -18,10 +19,13 @@ def validate_batch(
     retention_ceiling: int = 7 * 86_400,
     timeout_ceiling: float = 3_600.0,
     webhooks: WebhookPolicy | None = None,
+    max_argument_bytes: int | None = None,
 ) -> int:
     """Check the batch as a whole; return its effective max_concurrency or raise InvalidBatch listing every fault.
 
-    `webhooks`: where a `webhook_url` may point (None: not checked here, e.g. by a client that cannot know)."""
+    `webhooks`: where a `webhook_url` may point (None: not checked here, e.g. by a client that cannot know).
+    `max_argument_bytes`: a call whose arguments are larger refuses the batch before anything is stored (None: not
+    checked here)."""
     problems: list[Problem] = []
     if not request.calls:
         problems.append(Problem(("calls",), "a batch needs at least one call", "too_short"))
@@ -42,6 +46,11 @@ def validate_batch(
             )
         else:
             seen[call_id] = index
+        if max_argument_bytes is not None and (size := argument_bytes(call.arguments)) > max_argument_bytes:
+            message = f"arguments are {size} bytes serialized, over the bound of {max_argument_bytes}"
+            problems.append(
+                Problem(("calls", index, "arguments"), f"{message} (MCP_BATCH_MAX_ARGUMENT_BYTES)", "too_large")
+            )
         if call.timeout_seconds is not None and call.timeout_seconds > timeout_ceiling:
             where = ("calls", index, "timeout_seconds")
             problems.append(Problem(where, f"at most {timeout_ceiling:g}", "less_than_equal"))

@@ -249,3 +249,27 @@ end
 return 1
 """
 )
+
+# Reserve a new batch's stored bytes under its tenant's ceiling. KEYS: 1 the tenant's stored hash.
+# ARGV: 1 meta key prefix, 2 batch id, 3 bytes, 4 ceiling, 5 now ms, 6 grace ms. An entry is `bytes|created ms` while
+# its batch is being stored (counted for `grace` ms though its meta is not written yet), `bytes|0` once it is stored.
+# Entries of batches gone (expired, deleted) are dropped and no longer count.
+# Returns {1, total} (reserved) or {0, total} (refused: total is what the tenant stores now).
+RESERVE_STORED = """
+local total, gone = 0, {}
+local entries = redis.call('HGETALL', KEYS[1])
+local now, grace = tonumber(ARGV[5]), tonumber(ARGV[6])
+for i = 1, #entries, 2 do
+  local bytes, created = string.match(entries[i + 1], '^(%d+)|(%d+)$')
+  local pending = tonumber(created) > 0 and now - tonumber(created) < grace
+  if pending or redis.call('EXISTS', ARGV[1] .. entries[i]) == 1 then
+    total = total + tonumber(bytes)
+  else
+    gone[#gone + 1] = entries[i]
+  end
+end
+for i = 1, #gone, 1000 do redis.call('HDEL', KEYS[1], unpack(gone, i, math.min(i + 999, #gone))) end
+if total + tonumber(ARGV[3]) > tonumber(ARGV[4]) then return {0, total} end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3] .. '|' .. ARGV[5])
+return {1, total + tonumber(ARGV[3])}
+"""

@@ -10,15 +10,18 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
+from mcp_batch.errors import StoredBytesCeiling
 from mcp_batch.keys import Keys
 from mcp_batch.models import BackendLimits, BatchRequest, Call
 from mcp_batch.store.batch_row import LIMITS, dump_spec, new_row
+from mcp_batch.store.scripts import RESERVE_STORED
 from mcp_batch.tenants import DEFAULT_TENANT
 
 _CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
 _STAGE_OVER = 5_000  # a batch with more calls writes them ahead of its MULTI (see Submits._stage)
 _STAGED_SECONDS = 600  # how long staged calls outlive a submit that failed before its MULTI
 _OFF_LOOP_CALLS = 1_000  # a batch with more calls is encoded in a worker thread
+_RESERVED_GRACE_MS = 600_000  # a reservation this young counts though its batch's meta is not written yet
 
 _Encoded = tuple[list[str], list[tuple[str, int]]]
 
@@ -56,6 +59,7 @@ class Submits:
         self.response_max_bytes = response_max_bytes
         self.lease_ms = lease_ms
         self.live_ms = live_ms
+        self._reserve = redis.register_script(RESERVE_STORED)
 
     async def create(
         self,
@@ -69,15 +73,23 @@ class Submits:
         tenant: str = DEFAULT_TENANT,
         rate_share: float | None = None,
         traceparent: str | None = None,
+        max_stored_bytes: int | None = None,
+        retry_after: int = 5,
     ) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing. `jobs` are its shard jobs,
         leased from now (a job lost before it is queued is taken over when its lease lapses); `traceparent`, the
-        submit's span, is the parent of the workers' spans."""
+        submit's span, is the parent of the workers' spans.
+
+        `max_stored_bytes`: the tenant's ceiling on the bytes of calls its living batches hold; past it nothing is
+        stored (StoredBytesCeiling, a 429 after `retry_after`)."""
         batch_id = batch_id or new_batch_id()
         jobs = jobs or []
         keys = self.keys
         meta, calls, ids_key = keys.batch(batch_id), keys.calls(batch_id), keys.ids(batch_id)
         specs, ids = await _off_loop_if_large(_encode_specs, request.calls)
+        stored = sum(map(len, specs))
+        if max_stored_bytes is not None:
+            await self._reserve_stored(tenant, batch_id, stored, max_stored_bytes, retry_after)
         staged = len(specs) > _STAGE_OVER
         if staged:  # calls and ids first, a chunk per round trip: packing one huge MULTI would hold the event loop
             await self._stage(batch_id, specs, ids)
@@ -110,6 +122,7 @@ class Submits:
             pipe.incrby(keys.unfinished, len(specs))
             pipe.incrby(keys.tenant_unfinished(tenant), len(specs))
             pipe.zadd(keys.tenant_batches(tenant), {batch_id: int(now * 1_000_000)})
+            pipe.hset(keys.tenant_stored(tenant), batch_id, f"{stored}|0")  # stored: counted while it lives
             if jobs:
                 pipe.zadd(keys.jobs, dict.fromkeys(jobs, int(now * 1000) + self.lease_ms))
             if request.deadline_seconds is not None:
@@ -118,6 +131,15 @@ class Submits:
         if len(specs) > _OFF_LOOP_CALLS:  # freed off the loop, a chunk at a time (a long stop in one piece)
             await asyncio.to_thread(_drain, specs, ids)
         return batch_id
+
+    async def _reserve_stored(self, tenant: str, batch_id: str, size: int, ceiling: int, retry_after: int) -> None:
+        """Count the batch's bytes under its tenant's, or refuse it (counted as items are: at submit; released once
+        the batch is gone, expired or deleted)."""
+        args: list[str | int] = [self.keys.batch_prefix, batch_id, size, ceiling, int(time.time() * 1000)]
+        args.append(_RESERVED_GRACE_MS)
+        reserved, stored = await self._reserve(keys=[self.keys.tenant_stored(tenant)], args=args)
+        if not reserved:
+            raise StoredBytesCeiling(int(stored), size, ceiling, retry_after)
 
     async def _stage(self, batch_id: str, specs: list[str], ids: list[tuple[str, int]]) -> None:
         """Write a large batch's calls and ids ahead of its MULTI, briefly kept (the MULTI gives them the batch's
@@ -154,6 +176,7 @@ class Submits:
             if total is not None and tenant is not None:
                 pipe.decrby(keys.tenant_unfinished(tenant.decode()), int(total))
                 pipe.zrem(keys.tenant_batches(tenant.decode()), batch_id)
+                pipe.hdel(keys.tenant_stored(tenant.decode()), batch_id)
             if jobs:
                 pipe.zrem(keys.jobs, *jobs)
             pipe.zrem(keys.deadlines, batch_id)

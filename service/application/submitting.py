@@ -49,6 +49,7 @@ def validate(app: Services, request: BatchRequest, caller: Caller = ANYONE) -> i
         settings.retention_ceiling_seconds,
         settings.max_call_timeout_seconds,
         WebhookPolicy.build(settings.webhook_allow, secret.get_secret_value() if secret else None),
+        max_argument_bytes=settings.max_argument_bytes,
     )
 
 
@@ -92,6 +93,8 @@ async def _store_and_queue(
         tenant=caller.tenant,
         rate_share=caller.rate_share,
         traceparent=tracing.traceparent(),
+        max_stored_bytes=caller.max_stored_bytes or settings.max_stored_bytes,
+        retry_after=retry_after,
     )
     try:
         for shard, job in enumerate(jobs):

@@ -26,6 +26,7 @@ from service.app import create_app
 from tests.support import HttpBackendProcess, call_backend, finished, running_service
 
 ALPHA, BETA, READER, TINY = "mcpb_alpha-key", "mcpb_beta-key", "mcpb_reader-key", "mcpb_tiny-key"
+SMALL = "mcpb_small-store-key"
 ECHO = {"server": "demo_http", "tool": "echo", "arguments": {"message": "hi"}}
 
 
@@ -40,6 +41,7 @@ def keyed(settings: Settings, tmp_path: Path) -> Settings:
         entry(BETA, "beta", write=True),
         entry(READER, "alpha", servers=["demo_http"], name="reader"),
         entry(TINY, "tiny", max_calls_per_batch=2, max_unfinished_items=3),
+        entry(SMALL, "small", max_stored_bytes=3_000),
     ]
     path = tmp_path / "keys.json"
     path.write_text(json.dumps({"keys": keys}))
@@ -131,6 +133,26 @@ async def test_a_key_has_its_own_ceilings(base_url: str) -> None:
         assert refused.status_code == 429 and "Retry-After" in refused.headers
     async with as_(base_url, ALPHA) as alpha:  # the ceiling is the tiny tenant's alone
         assert (await alpha.post("/v1/batches", json={"calls": [slow, slow]})).status_code == 202
+
+
+async def test_a_tenants_stored_bytes_have_a_ceiling_released_when_its_batches_expire(
+    base_url: str, redis: aioredis.Redis
+) -> None:
+    call = {"server": "demo_http", "tool": "echo", "arguments": {"message": "m" * 1_000}}  # ~1.1 kB stored
+    async with as_(base_url, SMALL) as small:
+        kept = (await small.post("/v1/batches", json={"calls": [call, call], "retention_seconds": 1})).json()["id"]
+        refused = await small.post("/v1/batches", json={"calls": [call]})
+        assert refused.status_code == 429 and "Retry-After" in refused.headers
+        assert "stores" in refused.json()["detail"] and "at most 3000" in refused.json()["detail"]
+        async with as_(base_url, ALPHA) as alpha:  # the ceiling is the small tenant's alone
+            assert (await alpha.post("/v1/batches", json={"calls": [call, call, call]})).status_code == 202
+        await finished(small, kept)
+        async with asyncio.timeout(10):
+            while await redis.exists(f"mcpb:batch:{kept}"):  # noqa: ASYNC110 - only Redis knows it has expired
+                await asyncio.sleep(0.1)
+        again = (await small.post("/v1/batches", json={"calls": [call, call]})).json()["id"]  # its bytes are free
+        assert (await small.post("/v1/batches", json={"calls": [call]})).status_code == 429
+        await finished(small, again)
 
 
 async def test_a_tenant_lists_its_own_batches_newest_first(base_url: str) -> None:

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from mcp_batch.models import BatchRequest
 from service.doors.gumloop import GumloopRequest
-from tests.support import finished, run_batch
+from tests.support import run_batch
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -217,14 +217,28 @@ async def test_a_nine_mebibyte_id_is_a_quick_422(client: httpx.AsyncClient, redi
     await assert_nothing_stored(redis)
 
 
-async def test_a_nine_mebibyte_argument_is_the_calls_own_bound(client: httpx.AsyncClient) -> None:
+async def test_a_nine_mebibyte_argument_refuses_the_batch_before_it_is_stored(
+    client: httpx.AsyncClient, redis: aioredis.Redis
+) -> None:
+    used_before = (await redis.info("memory"))["used_memory"]
     async with asyncio.timeout(60):
-        response = await client.post("/v1/batches", content=arguments(b'"' + b"a" * (9 << 20) + b'"'), headers=JSON)
-        assert response.status_code == 202
-        document = await finished(client, response.json()["id"])
-    [item] = document["results"]
-    assert (item["status"], item["error"]["code"]) == ("invalid_call", "bound_exceeded")
-    assert len(item["error"]["message"]) < 200
+        for _ in range(10):
+            response = await client.post("/v1/batches", content=arguments(b'"' + b"a" * (9 << 20) + b'"'), headers=JSON)
+            assert response.status_code == 422
+    [problem] = response.json()["detail"]
+    assert problem["loc"] == ["body", "calls", 0, "arguments"] and problem["type"] == "too_large"
+    assert "over the bound of 20000 (MCP_BATCH_MAX_ARGUMENT_BYTES)" in problem["msg"]
+    assert SECRET not in response.text and len(response.content) < 1_000
+    await assert_nothing_stored(redis)
+    assert (await redis.info("memory"))["used_memory"] - used_before < 1 << 20  # ten 9 MiB arguments: none kept
+
+
+async def test_a_call_just_within_the_argument_bound_is_taken(client: httpx.AsyncClient) -> None:
+    call = {"server": "demo", "tool": "echo", "arguments": {"message": "a" * (20_000 - len('{"message":""}'))}}
+    assert (await client.post("/v1/batches", json={"calls": [call]})).status_code == 202
+    call["arguments"]["message"] += "a"
+    response = await client.post("/v1/batches", json={"calls": [{"server": "demo", "tool": "echo"}, call]})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "calls", 1, "arguments"]
 
 
 GET_QUERIES = [

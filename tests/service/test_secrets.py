@@ -75,7 +75,7 @@ CALLS = [
     call("unreachable", "gone", "echo", message=ARG_SECRET),
     call("unstartable", "broken", "echo", message=ARG_SECRET),
     call("schema", "vault", "echo", message={"nested": ARG_SECRET}, extra=ARG_SECRET),
-    call("bound", "vault", "echo", message=ARG_SECRET + "x" * 30_000),
+    call("bound", "vault", "echo", message=ARG_SECRET, deep=[[[[[[[[[ARG_SECRET]]]]]]]]]),
     call("blocked", "vault", "write", key=ARG_SECRET),
     call("reference", "vault", "echo", message="@ok.no.such.path", token=ARG_SECRET),
 ]
@@ -170,6 +170,7 @@ async def test_no_secret_and_no_argument_value_leaks_into_any_output(
             {"calls": [call("x", "vault", "echo", message=ARG_SECRET)], "read_only": ARG_SECRET},
             {"calls": [{"id": ARG_SECRET * 10, "server": "vault", "tool": "echo"}]},
             {"calls": [call("a\x00" + ARG_SECRET, "vault", "echo")]},
+            {"calls": [call("big", "vault", "echo", message=ARG_SECRET + "x" * 30_000)]},
         ):
             assert (await out.post(client, "/v1/batches", json=bad)).status_code == 422
         gumloop = {
