@@ -24,6 +24,8 @@ from redis.exceptions import RedisError
 from mcp_batch.backends.servers_file import Registry, load_servers
 from mcp_batch.errors import ConfigError
 from mcp_batch.keys import Keys
+from mcp_batch.ops import durability
+from mcp_batch.ops.durability import Durability
 from mcp_batch.settings import Settings
 from mcp_batch.store import overview
 from mcp_batch.store.overview import BackendState, Overview
@@ -42,6 +44,7 @@ class Status:
     overview: Overview | None
     alive_within: float
     source: str = "MCP_BATCH_REDIS_URL"  # where the Redis URL came from
+    durability: Durability | None = None
 
     @property
     def ok(self) -> bool:
@@ -95,11 +98,12 @@ async def gather(settings: Settings, source: str = "MCP_BATCH_REDIS_URL") -> Sta
     try:
         async with asyncio.timeout(_TIMEOUT_SECONDS):
             state = await overview.read(redis, Keys(settings.key_prefix), registry, settings.default_timeout_seconds)
+            persistence = await durability.read(redis)
     except (RedisError, OSError) as exc:  # OSError includes the timeout
         return Status(where, type(exc).__name__, servers_error, None, settings.ready_worker_seconds, source)
     finally:
         await redis.aclose()
-    return Status(where, None, servers_error, state, settings.ready_worker_seconds, source)
+    return Status(where, None, servers_error, state, settings.ready_worker_seconds, source, persistence)
 
 
 def as_json(status: Status) -> dict[str, Any]:
@@ -126,6 +130,7 @@ def as_json(status: Status) -> dict[str, Any]:
         "job_leases": {"held": o.job_leases, "lapsed": o.job_leases_lapsed},
         "unfinished_items": o.unfinished_items,
         "backends": [asdict(b) for b in o.backends],
+        "durability": status.durability.as_dict() if status.durability else None,
     }
 
 
@@ -149,6 +154,11 @@ def as_text(status: Status) -> str:
         lines.append(f"queue      {o.queue_depth} shard jobs queued or running")
         lines.append(f"leases     {o.job_leases} shard job leases held, {o.job_leases_lapsed} lapsed")
         lines.append(f"items      {o.unfinished_items} unfinished")
+        if status.durability is not None:
+            repeat = (
+                "writes may repeat after a host crash" if status.durability.writes_may_repeat else "no write repeats"
+            )
+            lines.append(f"durability {status.durability.mode}: {repeat}")
         lines.append(f"backends   {len(o.backends)}")
         lines += _table(
             ["name", "transport", "timeout", "max_concurrency", "rate_limit", "leases", "tools"],

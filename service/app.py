@@ -18,7 +18,7 @@ from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.keys import Keys
 from mcp_batch.models import ErrorDetail
-from mcp_batch.ops import tracing
+from mcp_batch.ops import durability, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.ops.prometheus import ApiMetrics
 from mcp_batch.settings import Settings, get_settings
@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redis = await create_pool(RedisSettings.from_dsn(settings.redis_url), default_queue_name=keys.queue)
+        durability.log_at_start(await durability.read(redis), "api")
         done = Listener(redis, keys.done_channel)
         await done.start()
         catalog = Catalog(redis, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)

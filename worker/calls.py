@@ -116,6 +116,8 @@ async def run_call(
         )
         return done(ItemStatus.interrupted, error_info("interrupted", msg, "batch"))
     attempts, waited = 0, 0.0
+    if pool.disk_wait is not None and not (retryable or claim.tool in session.backend.read_only_tools):
+        await pool.disk_wait()  # the claim on disk first: a Redis host crash cannot make this write run twice
     while True:
         try:
             async with pool.gate.admit(

@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 from contextlib import ExitStack, suppress
+from functools import partial
 from typing import Any
 
 from arq import func
@@ -22,7 +23,7 @@ from mcp_batch.backends.limits import LeaseSemaphore, LocalLeaseSemaphore, Local
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.keys import Keys
-from mcp_batch.ops import logs, tracing
+from mcp_batch.ops import durability, logs, tracing
 from mcp_batch.ops.outage import redis_retried
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.settings import Settings, get_settings
@@ -85,6 +86,10 @@ async def startup(ctx: dict[str, Any]) -> None:
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     # Bound in this (the worker's main) task's context, so every job, lane and loop started from here inherits them.
     logs.bind(worker=worker_id)
+    persistence = await durability.read(redis)
+    durability.log_at_start(persistence, "worker")
+    if persistence.waits_for_disk:  # a write is sent only once its claim is on disk
+        pool.disk_wait = partial(durability.wait_for_disk, redis)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
     pages = CursorPages(store, await load_cursor_key(redis, keys, settings.cursor_secret), settings.response_max_bytes)
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp import Client
@@ -173,6 +174,7 @@ class SessionPool:
         self.retry_max = retry_max
         self.connect_timeout = connect_timeout
         self.default_timeout = default_timeout
+        self.disk_wait: Callable[[], Awaitable[None]] | None = None  # set when Redis can say a claim is on disk
         self._sessions: dict[str, BackendSession] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._refresh_seconds = catalog.refresh_seconds

@@ -1,0 +1,117 @@
+"""What Redis promises to keep if its host crashes, read at start-up by the API and every worker.
+
+A worker claims an item (a write to Redis) before it sends the call, so that a replacement worker knows the call may
+have run and never sends a non-idempotent call twice. That holds only for claims Redis still has after a restart:
+- `appendonly no`: a restart keeps the last RDB snapshot at best; claims since then are lost.
+- `appendonly yes`, `appendfsync everysec` (Redis's default): a crash of the Redis process loses nothing (the kernel
+  still writes the file), but a crash of its host loses up to the last second of the file.
+- `appendonly yes`, `appendfsync always`: every write is on disk before Redis replies; nothing acknowledged is lost.
+With anything but `always`, a claim lost that way lets a write run again, and the item still reports `ok`.
+
+Where the server has WAITAOF (Redis 7.2 and later, Valkey), a worker waits for the claim of a non-idempotent call to
+reach the disk before sending it (`WAITAOF 1 0`), which closes that gap under `everysec` too.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
+
+logger = logging.getLogger(__name__)
+
+WAITAOF_TIMEOUT_MS = 2_000  # longest a worker waits for a claim to reach the disk (everysec fsyncs each second)
+
+
+@dataclass(frozen=True)
+class Durability:
+    """Redis's persistence settings as read (None: Redis refused CONFIG GET), and whether it has WAITAOF."""
+
+    appendonly: str | None
+    appendfsync: str | None
+    waitaof: bool
+
+    @property
+    def mode(self) -> str:
+        if self.appendonly is None:
+            return "unknown (Redis refused CONFIG GET)"
+        if self.appendonly != "yes":
+            return "no append-only file"
+        return f"append-only, appendfsync {self.appendfsync}"
+
+    @property
+    def waits_for_disk(self) -> bool:
+        """A worker waits with WAITAOF for each write's claim: there is a file, it is not fsynced on every write,
+        and the server can tell when it is."""
+        return self.appendonly == "yes" and self.appendfsync != "always" and self.waitaof
+
+    @property
+    def writes_may_repeat(self) -> bool:
+        """After a crash of Redis's host, a write's claim may be lost and the write run again."""
+        return not (self.appendonly == "yes" and (self.appendfsync == "always" or self.waits_for_disk))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "appendonly": self.appendonly,
+            "appendfsync": self.appendfsync,
+            "waitaof": self.waitaof,
+            "writes_may_repeat_after_host_crash": self.writes_may_repeat,
+        }
+
+
+async def read(redis: Redis) -> Durability:
+    """Ask Redis; a Redis that refuses CONFIG (renamed or denied, as managed services do) reads as unknown."""
+    try:
+        config = await redis.config_get("appendonly")
+        config |= await redis.config_get("appendfsync")
+        appendonly, appendfsync = _text(config.get("appendonly")), _text(config.get("appendfsync"))
+    except ResponseError:
+        appendonly = appendfsync = None
+    return Durability(appendonly, appendfsync, await _has_waitaof(redis))
+
+
+async def _has_waitaof(redis: Redis) -> bool:
+    """Whether the server knows WAITAOF: asked to wait for nothing, it answers at once; a Redis before 7.2 calls it
+    an unknown command (redis-py cannot parse COMMAND INFO's reply for an unknown command)."""
+    try:
+        await redis.execute_command("WAITAOF", 0, 0, 0)  # type: ignore[no-untyped-call]
+    except ResponseError:
+        return False
+    return True
+
+
+def _text(value: Any) -> str | None:
+    return value.decode() if isinstance(value, bytes) else None if value is None else str(value)
+
+
+def log_at_start(durability: Durability, process: str) -> None:
+    """One warning when writes may run again after a host crash; one line when WAITAOF is unavailable."""
+    if durability.writes_may_repeat:
+        logger.warning(
+            "%s: Redis durability is %s: after a crash of Redis's host, claims written in the last moments may be "
+            "lost and non-idempotent calls run again (reported ok); set appendonly yes and appendfsync always "
+            "(see docs/operations.md, Redis durability)",
+            process,
+            durability.mode,
+        )
+    else:
+        logger.info("%s: Redis durability is %s", process, durability.mode)
+    if not durability.waitaof:
+        logger.info(
+            "%s: this Redis has no WAITAOF (Redis 7.2+, Valkey): claims of writes are not awaited on disk", process
+        )
+
+
+async def wait_for_disk(redis: Redis) -> None:
+    """Return once this connection's writes so far are on the local disk (WAITAOF 1 0), or after the timeout."""
+    try:
+        local, _ = await redis.execute_command("WAITAOF", 1, 0, WAITAOF_TIMEOUT_MS)  # type: ignore[no-untyped-call]
+    except RedisError as exc:
+        logger.warning("WAITAOF failed (%s): a claim may not be on disk yet", type(exc).__name__)
+        return
+    if int(local) < 1:
+        logger.warning("a claim was not on disk within %d ms; sending the call anyway", WAITAOF_TIMEOUT_MS)

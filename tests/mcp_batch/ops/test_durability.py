@@ -1,0 +1,144 @@
+"""Redis's persistence, read at start-up by the API and each worker: one warning when writes may run again after a
+crash of Redis's host, the mode in /readyz and `mcp-batch status`, and a Redis that refuses CONFIG tolerated. Each
+test runs redis-servers of its own, configured as operators do."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+
+from mcp_batch.ops import durability
+from mcp_batch.ops.durability import Durability
+from mcp_batch.settings import Settings
+from mcp_batch_cli.status import as_json, as_text, gather
+from tests.support import free_port, running_api, running_worker
+
+pytestmark = pytest.mark.timeout(60)
+
+CONFIGS = {
+    "off": ["--appendonly", "no"],
+    "everysec": ["--appendonly", "yes", "--appendfsync", "everysec"],
+    "always": ["--appendonly", "yes", "--appendfsync", "always"],
+    "no-config": ["--appendonly", "yes", "--rename-command", "CONFIG", ""],  # as managed Redis services do
+}
+
+
+@pytest.fixture
+async def redises(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
+    """One redis-server per configuration, each on its own port and directory: name -> URL."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs a redis-server executable")
+    started, urls = [], {}
+    for name, options in CONFIGS.items():
+        port, directory = free_port(), tmp_path / name
+        directory.mkdir()
+        argv = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(directory), *options]
+        proc = await asyncio.create_subprocess_exec("redis-server", *argv, stdout=asyncio.subprocess.PIPE)
+        assert proc.stdout is not None
+        async with asyncio.timeout(20):
+            while b"Ready to accept connections" not in await proc.stdout.readline():
+                pass
+        started.append(proc)
+        urls[name] = f"redis://127.0.0.1:{port}/0"
+    yield urls
+    for proc in started:
+        proc.kill()
+        await proc.wait()
+
+
+async def read(url: str) -> Durability:
+    client = aioredis.Redis.from_url(url)
+    try:
+        return await durability.read(client)
+    finally:
+        await client.aclose()
+
+
+async def test_each_persistence_mode_is_read_and_judged(redises: dict[str, str]) -> None:
+    found = {name: await read(url) for name, url in redises.items()}
+    assert [(d.mode, d.writes_may_repeat) for d in found.values()] == [
+        ("no append-only file", True),
+        ("append-only, appendfsync everysec", True),
+        ("append-only, appendfsync always", False),
+        ("unknown (Redis refused CONFIG GET)", True),
+    ]
+    assert not any(d.waitaof for d in found.values())  # Redis 7.0 here: no WAITAOF
+
+
+def test_waitaof_closes_the_gap_of_everysec_where_the_server_has_it() -> None:
+    assert Durability("yes", "everysec", waitaof=True).waits_for_disk
+    assert not Durability("yes", "everysec", waitaof=True).writes_may_repeat
+    assert not Durability("yes", "always", waitaof=True).waits_for_disk  # every write is on disk already
+    assert not Durability("no", "everysec", waitaof=True).waits_for_disk  # no file to wait for
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture, process: str) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.name == durability.__name__ and r.getMessage().startswith(process)
+    ]
+
+
+async def test_a_worker_says_once_at_start_that_writes_may_repeat_and_that_waitaof_is_missing(
+    redises: dict[str, str], settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=durability.__name__)
+    async with running_worker(settings.model_copy(update={"redis_url": redises["everysec"]})) as worker:
+        assert worker.ctx["state"].pool.disk_wait is None  # nothing to wait with on this server
+    [warning, waitaof] = warnings_of(caplog, "worker")
+    assert "appendfsync everysec" in warning and "non-idempotent calls run again" in warning
+    assert "appendfsync always" in warning and "docs/operations.md, Redis durability" in warning
+    assert "has no WAITAOF" in waitaof
+    assert [r.levelname for r in caplog.records if r.name == durability.__name__] == ["WARNING", "INFO"]
+
+
+async def test_no_warning_with_appendfsync_always(
+    redises: dict[str, str], settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=durability.__name__)
+    async with running_worker(settings.model_copy(update={"redis_url": redises["always"]})):
+        pass
+    assert not [r for r in caplog.records if r.name == durability.__name__ and r.levelno >= logging.WARNING]
+
+
+async def test_the_api_warns_at_start_and_readyz_shows_the_mode(
+    redises: dict[str, str], settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=durability.__name__)
+    async with running_api(settings.model_copy(update={"redis_url": redises["off"]})) as base_url:
+        assert any("no append-only file" in m for m in warnings_of(caplog, "api"))
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            ready = (await http.get("/readyz")).json()  # no worker: 503, the mode shown all the same
+    assert ready["durability"] == {
+        "mode": "no append-only file",
+        "appendonly": "no",
+        "appendfsync": "everysec",
+        "waitaof": False,
+        "writes_may_repeat_after_host_crash": True,
+    }
+
+
+async def test_a_redis_that_refuses_config_is_tolerated_everywhere(
+    redises: dict[str, str], settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    refusing = settings.model_copy(update={"redis_url": redises["no-config"]})
+    async with (
+        running_worker(refusing),
+        running_api(refusing) as base_url,
+        httpx.AsyncClient(base_url=base_url) as http,
+    ):
+        ready = (await http.get("/readyz")).json()
+    assert ready["status"] == "ready" and ready["durability"]["mode"] == "unknown (Redis refused CONFIG GET)"
+    assert len([m for m in warnings_of(caplog, "api") + warnings_of(caplog, "worker") if "unknown" in m]) == 2
+
+
+async def test_status_shows_the_durability_mode(redises: dict[str, str], settings: Settings) -> None:
+    status = await gather(settings.model_copy(update={"redis_url": redises["always"]}))
+    assert as_json(status)["durability"]["mode"] == "append-only, appendfsync always"
+    assert "durability append-only, appendfsync always: no write repeats" in as_text(status)
