@@ -41,18 +41,21 @@ async def test_calls_over_a_bound_are_invalid_and_never_dispatched(client: httpx
     document = await run_batch(
         client,
         [
-            {"id": "big", **call("echo", message=SECRET * 2000)},
             {"id": "deep", **call("echo", data=deep)},
             {"id": "name", **call("t" * 201)},
             {"id": "fine", **call("echo", message="ok")},
         ],
     )
     items = by_id(document)
-    assert items["big"]["status"] == "invalid_call" and "20000" in items["big"]["error"]["message"]
+    big = await client.post(
+        "/v1/batches", json={"calls": [call("echo", message="ok"), call("echo", message=SECRET * 2000)]}
+    )
+    assert big.status_code == 422 and big.json()["detail"][0]["loc"] == ["body", "calls", 1, "arguments"]
+    assert "20000" in big.json()["detail"][0]["msg"] and SECRET not in big.text
     assert items["deep"]["status"] == "invalid_call" and "levels deep" in items["deep"]["error"]["message"]
     assert items["name"]["status"] == "invalid_call" and "tool name" in items["name"]["error"]["message"]
     assert items["fine"]["status"] == "ok"
-    assert all("attempts" not in items[i] for i in ("big", "deep", "name"))  # never sent
+    assert all("attempts" not in items[i] for i in ("deep", "name"))  # never sent
     assert SECRET not in json.dumps(document)
 
 
