@@ -5,7 +5,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    StrictFloat,
+    model_serializer,
+)
 
 
 class Mode(StrEnum):
@@ -59,6 +67,18 @@ class ItemStatus(StrEnum):
 TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running})
 # Terminal statuses that count as failures (and trigger on_error=stop); an item the caller ended is not one.
 FAILED_ITEM = frozenset(TERMINAL_ITEM - {ItemStatus.ok, ItemStatus.skipped, ItemStatus.cancelled, ItemStatus.expired})
+# An id's characters, as contract/validation.py checks them (stated here for the OpenAPI document): no '.' (references
+# use dots), no control character (Unicode's Cc: C0, DEL and C1) and no line or paragraph separator.
+ID_PATTERN = r"^[^.\x00-\x1f\x7f-\x9f\u2028\u2029]+$"
+# The service's ceilings as the OpenAPI document states them: the settings' defaults (a deployment may raise them;
+# contract/validation.py checks the configured ones). Kept here, not read from Settings: models.py imports no settings.
+_DEFAULT_CEILINGS = {
+    "max_calls_per_batch": 10_000,
+    "max_concurrency_ceiling": 256,
+    "response_max_bytes_ceiling": 10_000_000,
+    "retention_ceiling_seconds": 7 * 86_400,
+    "max_call_timeout_seconds": 3_600.0,
+}
 # Largest `offset` of a page of results: beyond any batch, and within the integers Redis takes for a list index.
 MAX_OFFSET = 2**31 - 1
 # Longest `deadline_seconds`: a year (a larger float would overflow the deadline's timestamp).
@@ -74,14 +94,18 @@ class Call(BaseModel):
         None,
         min_length=1,
         max_length=100,
-        description="Caller's id for this call, unique in the batch; default: index.",
+        description="Caller's id for this call, unique in the batch (ignoring case); default: index.",
+        json_schema_extra={"pattern": ID_PATTERN},
     )
     # Names over 200 characters are an item's `invalid_call`, not a rejected batch; this bound only stops abuse.
     server: str = Field(min_length=1, max_length=10_000, description="Backend name from the servers file.")
     tool: str = Field(min_length=1, max_length=10_000, description="Tool name on that backend.")
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
-    timeout_seconds: float | None = Field(
-        None, gt=0, description="This call's timeout; default: its server's `timeout_seconds` from the servers file."
+    timeout_seconds: StrictFloat | None = Field(
+        None,
+        gt=0,
+        description="This call's timeout; default: its server's `timeout_seconds` from the servers file.",
+        json_schema_extra={"maximum": _DEFAULT_CEILINGS["max_call_timeout_seconds"]},
     )
     cursor: str | None = Field(
         None,
@@ -98,21 +122,31 @@ class BatchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    calls: list[Call] = Field(description="The calls, in order; at least one, at most the configured maximum.")
+    calls: list[Call] = Field(
+        description="The calls, in order; at least one, at most the configured maximum.",
+        # checked with the batch's other faults (contract/validation.py); the maximum is the default setting's
+        json_schema_extra={"minItems": 1, "maxItems": _DEFAULT_CEILINGS["max_calls_per_batch"]},
+    )
     mode: Mode = Field(Mode.concurrent, description="`concurrent`: up to max_concurrency at once; `serial`: in order.")
     on_error: OnError = Field(
         OnError.continue_, description="`stop`: start nothing new after the first failing item; the rest are skipped."
     )
     max_concurrency: int | None = Field(
-        None, ge=1, description="Calls of this batch in flight at once (concurrent mode); default from settings."
+        None,
+        ge=1,
+        description="Calls of this batch in flight at once (concurrent mode); default from settings.",
+        json_schema_extra={"maximum": _DEFAULT_CEILINGS["max_concurrency_ceiling"]},
     )
-    read_only: bool = Field(
+    read_only: StrictBool = Field(
         True, description="Run only tools annotated readOnlyHint (or listed read-only); others are `blocked`."
     )
     response_max_bytes: int | None = Field(
-        None, ge=1024, description="Budget for the serialized `results` of the document; default from settings."
+        None,
+        ge=1024,
+        description="Budget for the serialized `results` of the document; default from settings.",
+        json_schema_extra={"maximum": _DEFAULT_CEILINGS["response_max_bytes_ceiling"]},
     )
-    deadline_seconds: float | None = Field(
+    deadline_seconds: StrictFloat | None = Field(
         None,
         gt=0,
         le=MAX_DEADLINE_SECONDS,
@@ -120,7 +154,10 @@ class BatchRequest(BaseModel):
         "a year).",
     )
     retention_seconds: int | None = Field(
-        None, ge=1, description="How long the finished batch is kept (then GET is 404); default from settings."
+        None,
+        ge=1,
+        description="How long the finished batch is kept (then GET is 404); default from settings.",
+        json_schema_extra={"maximum": _DEFAULT_CEILINGS["retention_ceiling_seconds"]},
     )
     webhook_url: str | None = Field(
         None,

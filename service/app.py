@@ -101,8 +101,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics_routes.router,
         dashboard.router,
     ]
+    routes = [route for router in routers for route in router.routes]
+    app.state.routes = routes  # a 405's Allow names the methods of every route of the path (http_errors)
     if keyring is not None:  # outside the body limit: a request without a valid key is refused before any read
-        routes = [route for router in routers for route in router.routes]
         app.add_middleware(KeyFirst, keyring=keyring, routes=routes, metrics_public=settings.metrics_public)
     install_error_handlers(app)
     app.add_middleware(StorageUnavailable)

@@ -14,8 +14,13 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 from mcp_batch.errors import (
     Backpressure,
@@ -44,6 +49,15 @@ _PARTS = frozenset({"body", "query", "header", "path", "cookie"})
 def _loc(loc: tuple[str | int, ...], where: str = "body") -> list[str | int]:
     """A core problem's location in FastAPI's form (the part of the request first)."""
     return list(loc) if loc and loc[0] in _PARTS else [where, *loc]
+
+
+def allowed_methods(scope: Scope, routes: list[BaseRoute]) -> list[str]:
+    """Every method some route of this path takes (a path may have a route per method)."""
+    methods: set[str] = set()
+    for route in routes:
+        if route.matches(scope)[0] is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -79,6 +93,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def backpressure(_: Request, exc: Backpressure) -> JSONResponse:
         headers = {"Retry-After": str(exc.retry_after)}
         return JSONResponse({"detail": str(exc)}, status_code=429, headers=headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 405:  # Starlette names the methods of the first route of the path only
+            allowed = allowed_methods(request.scope, getattr(request.app.state, "routes", []))
+            exc = StarletteHTTPException(405, exc.detail, {**(exc.headers or {}), "Allow": ", ".join(allowed)})
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(Conflict)
     async def conflict(_: Request, exc: Conflict) -> JSONResponse:

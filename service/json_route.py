@@ -14,6 +14,7 @@ from email.message import Message
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -71,10 +72,18 @@ class StrictJSONRoute(APIRoute):
         handler = super().get_route_handler()
         takes_body = self.body_field is not None
         model = _body_model(self)
+        known = _query_names(self.dependant)
 
         async def strict(request: Request) -> Response:
             if takes_body and has_body(request) and not is_json(request.headers.get("content-type")):
                 return JSONResponse({"detail": UNSUPPORTED_MEDIA_TYPE}, status_code=415)
+            unknown = sorted(set(request.query_params) - known)
+            if unknown:  # as bodies refuse unknown fields (a misspelt `limt=` is not silently ignored)
+                detail = [
+                    {"loc": ["query", n], "msg": "an unknown query parameter", "type": "extra_forbidden"}
+                    for n in unknown
+                ]
+                return JSONResponse({"detail": detail[:20]}, status_code=422)
             strict_request = StrictJSONRequest(request.scope, request.receive)
             if model is None or not has_body(request):
                 return await handler(strict_request)
@@ -89,6 +98,17 @@ class StrictJSONRoute(APIRoute):
                     await asyncio.to_thread(body_reading.drain, strict_request._json)
 
         return strict
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters a route takes, its dependencies' included."""
+    names: set[str] = set()
+    pending = [dependant]
+    while pending:
+        node = pending.pop()
+        names |= {param.alias for param in node.query_params}
+        pending.extend(node.dependencies)
+    return names
 
 
 def _body_model(route: APIRoute) -> type[BaseModel] | None:

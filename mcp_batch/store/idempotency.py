@@ -55,6 +55,9 @@ return 0
 """
 
 
+KEY_PATTERN = rf"^[ -~]{{1,{MAX_KEY_LENGTH}}}$"  # what check_key takes, for the OpenAPI document
+
+
 def check_key(value: str | None) -> str | None:
     """The header's rules: 1-200 printable ASCII characters (ValueError otherwise; None is no key)."""
     if value is None:

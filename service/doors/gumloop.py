@@ -23,7 +23,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_batch.errors import Forbidden, InvalidBatch, Problem, Unauthenticated
-from mcp_batch.models import TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
+from mcp_batch.models import ID_PATTERN, TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
+from mcp_batch.settings import Settings
 from service import body_reading, json_body
 from service.application import reading, submitting
 from service.auth import AUTH_RESPONSES, CallerOrRefusalDep
@@ -43,6 +44,7 @@ class GumloopCall(BaseModel):
         max_length=100,
         description="Caller's identifier, echoed on the matching result; unique. Default: the call's zero-based "
         "index in `calls`, as a string.",
+        json_schema_extra={"pattern": ID_PATTERN},  # it becomes the item's id
     )
     server_id: str = Field(min_length=1, max_length=200, description="Backend name from the servers file.")
     tool_name: str = Field(min_length=1, max_length=200, description="Tool to call on that backend.")
@@ -57,7 +59,9 @@ class GumloopRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     calls: list[GumloopCall] = Field(
-        min_length=1, description="The calls, run concurrently; at least 1, at most `gumloop_max_calls` (default 5)."
+        min_length=1,
+        description="The calls, run concurrently; at least 1, at most `gumloop_max_calls` (default 5).",
+        json_schema_extra={"maxItems": Settings.model_fields["gumloop_max_calls"].default},  # the default's
     )
     team_id: str | None = Field(None, description="Team the calls are scoped to: must be the key's tenant.")
 

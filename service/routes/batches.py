@@ -37,6 +37,7 @@ IdempotencyKey = Annotated[
         alias="Idempotency-Key",
         description="1-200 printable ASCII characters. The same key again with the same request answers 200 with the "
         "batch the first one made (none is made); with a different request, 409. A key lives as long as its batch.",
+        json_schema_extra={"pattern": idempotency.KEY_PATTERN},
     ),
     AfterValidator(idempotency.check_key),
 ]
@@ -47,6 +48,8 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorDetail, "description": "No such batch (or it expired), or no such item."}
 }
 _LOCATION = {"Location": {"description": "The batch: `/v1/batches/{id}`.", "schema": {"type": "string"}}}
+_STATUS = "(" + "|".join(ItemStatus) + ")"
+_STATUSES = f"^{_STATUS}(,{_STATUS})*$"  # ?status=: what stream_results takes
 _KEY_CONFLICT = "the Idempotency-Key was used with a different request, or that request is still in progress"
 
 
@@ -192,12 +195,15 @@ async def get_item(
 async def stream_results(
     batch_id: OwnedBatchId,
     services: ServicesDep,
-    status: Annotated[str | None, Query(description="Only these item statuses, comma-separated.")] = None,
+    status: Annotated[
+        str | None,
+        Query(description="Only these item statuses, comma-separated.", json_schema_extra={"pattern": _STATUSES}),
+    ] = None,
     after: Annotated[int, Query(ge=0, description="Only items finished after this `seq` (X-Next-After).")] = 0,
 ) -> Response:
     """Every finished item since `after`; the `X-Next-After` header is the cursor for the next call."""
     try:
-        wanted = {ItemStatus(s) for s in status.split(",")} if status else None
+        wanted = {ItemStatus(s) for s in status.split(",")} if status is not None else None  # `status=`: a 422
     except ValueError:
         detail = [{"loc": ["query", "status"], "msg": "a comma-separated list of item statuses", "type": "enum"}]
         return JSONResponse({"detail": detail}, status_code=422)

@@ -13,8 +13,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from service.application.progress import KEEP_ALIVE, Event, progress
 from service.auth import AUTH_RESPONSES
 from service.deps import OwnedBatchId, ServicesDep
+from service.json_route import StrictJSONRoute
 
-router = APIRouter(prefix="/v1", tags=["batches"], responses=AUTH_RESPONSES)
+router = APIRouter(prefix="/v1", tags=["batches"], route_class=StrictJSONRoute, responses=AUTH_RESPONSES)
 
 _SSE = "text/event-stream"
 _SEQ = re.compile(r"[0-9]{1,18}")
@@ -71,7 +72,11 @@ async def batch_events(
     services: ServicesDep,
     last_event_id: Annotated[
         str | None,
-        Header(alias="Last-Event-ID", description="Resume after this item seq (sent by EventSource on reconnect)."),
+        Header(
+            alias="Last-Event-ID",
+            description="Resume after this item seq (sent by EventSource on reconnect).",
+            json_schema_extra={"pattern": f"^{_SEQ.pattern}$"},
+        ),
     ] = None,
     after: Annotated[int, Query(ge=0, description="Start after this item seq; Last-Event-ID takes precedence.")] = 0,
 ) -> Response:

@@ -370,3 +370,24 @@ async def test_an_mcp_get_batch_with_an_odd_id_or_offset_is_a_tool_error(client:
         assert response.status_code == 200
         [result] = [json.loads(line[6:])["result"] for line in response.text.splitlines() if line.startswith("data: ")]
         assert result["isError"] is True and says in result["content"][0]["text"], result
+
+
+async def test_unknown_query_parameters_are_422_naming_them(client: httpx.AsyncClient) -> None:
+    batch_id = (await run_batch(client, [{"id": "a", "server": "demo", "tool": "echo"}]))["id"]
+    for path in (
+        f"/v1/batches/{batch_id}",
+        "/v1/batches",
+        f"/v1/batches/{batch_id}/results",
+        f"/v1/batches/{batch_id}/events",
+    ):
+        response = await client.get(path, params={"limt": 5})
+        assert response.status_code == 422, path
+        assert response.json()["detail"] == [
+            {"loc": ["query", "limt"], "msg": "an unknown query parameter", "type": "extra_forbidden"}
+        ]
+    assert (await client.get(f"/v1/batches/{batch_id}/results", params={"status": ""})).status_code == 422
+
+
+async def test_a_405_names_every_method_of_the_path(client: httpx.AsyncClient) -> None:
+    response = await client.request("PUT", "/v1/batches")
+    assert response.status_code == 405 and response.headers["allow"] == "GET, POST"  # not only the first route's

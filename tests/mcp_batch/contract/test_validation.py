@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mcp_batch.contract.validation import validate_batch
 from mcp_batch.errors import InvalidBatch
-from mcp_batch.models import BatchRequest, Call
+from mcp_batch.models import _DEFAULT_CEILINGS, ID_PATTERN, BatchRequest, Call
+from mcp_batch.settings import Settings
 
 
 def request(n: int, **options: object) -> BatchRequest:
@@ -42,3 +45,21 @@ def test_ids_with_other_characters_are_fine(call_id: str) -> None:
     batch = request(1)
     batch.calls[0] = Call(id=call_id, server="s", tool="t")
     assert validate_batch(batch, 10, 64, 16) == 16
+
+
+def test_the_documented_id_rule_is_the_one_checked() -> None:
+    pattern = re.compile(ID_PATTERN)
+    for code in [*range(0x3000), 0xFEFF, 0x1F600]:
+        batch = request(1)
+        batch.calls[0] = Call(id=f"a{chr(code)}", server="s", tool="t")
+        try:
+            validate_batch(batch, 10, 64, 16)
+            accepted = True
+        except InvalidBatch:
+            accepted = False
+        assert accepted == bool(pattern.fullmatch(f"a{chr(code)}")), hex(code)
+
+
+def test_the_documented_ceilings_are_the_settings_defaults() -> None:
+    for name, ceiling in _DEFAULT_CEILINGS.items():
+        assert Settings.model_fields[name].default == ceiling, name
