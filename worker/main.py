@@ -89,7 +89,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     persistence = await durability.read(redis)
     durability.log_at_start(persistence, "worker")
     if persistence.waits_for_disk:  # a write is sent only once its claim is on disk
-        pool.disk_wait = partial(durability.wait_for_disk, redis)
+        pool.disk_wait = partial(durability.wait_for_disk, redis, keys.durability_probe)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
     pages = CursorPages(store, await load_cursor_key(redis, keys, settings.cursor_secret), settings.response_max_bytes)
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)

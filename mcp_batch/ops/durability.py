@@ -106,10 +106,17 @@ def log_at_start(durability: Durability, process: str) -> None:
         )
 
 
-async def wait_for_disk(redis: Redis) -> None:
-    """Return once this connection's writes so far are on the local disk (WAITAOF 1 0), or after the timeout."""
+async def wait_for_disk(redis: Redis, probe: str) -> None:
+    """Return once every write Redis has acknowledged so far is on its local disk, or after the timeout.
+
+    WAITAOF waits for the writes of the connection it is sent on, and a pool hands out any connection: so a write of
+    its own (`probe`, a short-lived key) goes first on the same connection. The append-only file is written in order,
+    so once that write is on disk, so is every claim acknowledged before it."""
     try:
-        local, _ = await redis.execute_command("WAITAOF", 1, 0, WAITAOF_TIMEOUT_MS)  # type: ignore[no-untyped-call]
+        async with redis.pipeline(transaction=False) as pipe:  # one connection for both
+            pipe.set(probe, 1, px=60_000)
+            pipe.execute_command("WAITAOF", 1, 0, WAITAOF_TIMEOUT_MS)
+            _, (local, _) = await pipe.execute()
     except RedisError as exc:
         logger.warning("WAITAOF failed (%s): a claim may not be on disk yet", type(exc).__name__)
         return

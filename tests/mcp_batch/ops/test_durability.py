@@ -142,3 +142,14 @@ async def test_status_shows_the_durability_mode(redises: dict[str, str], setting
     status = await gather(settings.model_copy(update={"redis_url": redises["always"]}))
     assert as_json(status)["durability"]["mode"] == "append-only, appendfsync always"
     assert "durability append-only, appendfsync always: no write repeats" in as_text(status)
+
+
+async def test_waiting_for_the_disk_on_a_redis_without_waitaof_says_so_and_goes_on(
+    redises: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    client = aioredis.Redis.from_url(redises["everysec"])
+    try:
+        await durability.wait_for_disk(client, "mcpb:durability:probe")
+    finally:
+        await client.aclose()
+    assert any("WAITAOF failed" in r.getMessage() for r in caplog.records)
