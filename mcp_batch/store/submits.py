@@ -2,44 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from collections.abc import Awaitable
+from typing import cast
 
 from redis.asyncio import Redis
 
-from mcp_batch.errors import StoredBytesCeiling
 from mcp_batch.keys import Keys
-from mcp_batch.models import BackendLimits, BatchRequest, Call
+from mcp_batch.models import BackendLimits, BatchRequest
 from mcp_batch.store.batch_row import LIMITS, dump_spec, new_row
+from mcp_batch.store.intake import CHUNK, STAGE_OVER, encode, release, reserve, stage
 from mcp_batch.store.scripts import RESERVE_STORED
 from mcp_batch.tenants import DEFAULT_TENANT
-
-_CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
-_STAGE_OVER = 5_000  # a batch with more calls writes them ahead of its MULTI (see Submits._stage)
-_STAGED_SECONDS = 600  # how long staged calls outlive a submit that failed before its MULTI
-_OFF_LOOP_CALLS = 1_000  # a batch with more calls is encoded in a worker thread
-_RESERVED_GRACE_MS = 600_000  # a reservation this young counts though its batch's meta is not written yet
-
-_Encoded = tuple[list[str], list[tuple[str, int]]]
-
-
-def _encode_specs(calls: list[Call]) -> _Encoded:
-    """The stored form of each call, and each call's (id, index)."""
-    return [dump_spec(i, c) for i, c in enumerate(calls)], [(c.id or str(i), i) for i, c in enumerate(calls)]
-
-
-def _drain(*lists: list[Any]) -> None:
-    for items in lists:
-        while items:
-            del items[-_CHUNK:]
-            time.sleep(0)  # let the event loop's thread take the GIL between chunks
-
-
-async def _off_loop_if_large(encode: Callable[[list[Call]], _Encoded], calls: list[Call]) -> _Encoded:
-    return await asyncio.to_thread(encode, calls) if len(calls) > _OFF_LOOP_CALLS else encode(calls)
 
 
 def new_batch_id() -> str:
@@ -86,13 +61,13 @@ class Submits:
         jobs = jobs or []
         keys = self.keys
         meta, calls, ids_key = keys.batch(batch_id), keys.calls(batch_id), keys.ids(batch_id)
-        specs, ids = await _off_loop_if_large(_encode_specs, request.calls)
+        specs, ids = await encode(request.calls, dump_spec)
         stored = sum(map(len, specs))
         if max_stored_bytes is not None:
-            await self._reserve_stored(tenant, batch_id, stored, max_stored_bytes, retry_after)
-        staged = len(specs) > _STAGE_OVER
+            await reserve(self._reserve, keys, tenant, batch_id, stored, max_stored_bytes, retry_after)
+        staged = len(specs) > STAGE_OVER
         if staged:  # calls and ids first, a chunk per round trip: packing one huge MULTI would hold the event loop
-            await self._stage(batch_id, specs, ids)
+            await stage(self.redis, keys, batch_id, specs, ids)
         now = time.time()
         fields = new_row(
             request,
@@ -114,9 +89,9 @@ class Submits:
         )
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(meta, mapping=fields)
-            for start in range(0, 0 if staged else len(specs), _CHUNK):
-                pipe.rpush(calls, *specs[start : start + _CHUNK])
-                pipe.hset(ids_key, mapping=dict(ids[start : start + _CHUNK]))
+            for start in range(0, 0 if staged else len(specs), CHUNK):
+                pipe.rpush(calls, *specs[start : start + CHUNK])
+                pipe.hset(ids_key, mapping=dict(ids[start : start + CHUNK]))
             for key in (meta, calls, ids_key):
                 pipe.pexpire(key, self.live_ms)
             pipe.incrby(keys.unfinished, len(specs))
@@ -128,34 +103,8 @@ class Submits:
             if request.deadline_seconds is not None:
                 pipe.zadd(keys.deadlines, {batch_id: int((now + request.deadline_seconds) * 1000)})
             await pipe.execute()
-        if len(specs) > _OFF_LOOP_CALLS:  # freed off the loop, a chunk at a time (a long stop in one piece)
-            await asyncio.to_thread(_drain, specs, ids)
+        await release(specs, ids)
         return batch_id
-
-    async def _reserve_stored(self, tenant: str, batch_id: str, size: int, ceiling: int, retry_after: int) -> None:
-        """Count the batch's bytes under its tenant's, or refuse it (counted as items are: at submit; released once
-        the batch is gone, expired or deleted)."""
-        args: list[str | int] = [self.keys.batch_prefix, batch_id, size, ceiling, int(time.time() * 1000)]
-        args.append(_RESERVED_GRACE_MS)
-        reserved, stored = await self._reserve(keys=[self.keys.tenant_stored(tenant)], args=args)
-        if not reserved:
-            raise StoredBytesCeiling(int(stored), size, ceiling, retry_after)
-
-    async def _stage(self, batch_id: str, specs: list[str], ids: list[tuple[str, int]]) -> None:
-        """Write a large batch's calls and ids ahead of its MULTI, briefly kept (the MULTI gives them the batch's
-        life): until the MULTI writes the meta nothing reads them, and a failure leaves nothing for long."""
-        calls, ids_key = self.keys.calls(batch_id), self.keys.ids(batch_id)
-        try:
-            for start in range(0, len(specs), _CHUNK):
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    pipe.rpush(calls, *specs[start : start + _CHUNK])
-                    pipe.hset(ids_key, mapping=dict(ids[start : start + _CHUNK]))
-                    pipe.expire(calls, _STAGED_SECONDS)
-                    pipe.expire(ids_key, _STAGED_SECONDS)
-                    await pipe.execute()
-        except BaseException:
-            await self.redis.delete(calls, ids_key)
-            raise
 
     async def unfinished_items(self, tenant: str | None = None) -> int:
         """Items of unfinished batches not yet finished, across all batches or one tenant's (for backpressure)."""
