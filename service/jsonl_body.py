@@ -11,6 +11,7 @@ then go through the route's usual path (validation, Idempotency-Key, storing), a
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from email.message import Message
@@ -54,7 +55,7 @@ class Upload:
 
     calls: list[Call] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
 
     def take(self, raw: bytes, number: int, max_depth: int) -> None:
@@ -92,6 +93,16 @@ class Upload:
         return Problem(loc, problem.msg, problem.type)
 
 
+def _typed(value: str) -> Any:
+    """A query value as the JSON value it spells (`true`, `8`, `1.5`), or the string itself: the batch's fields take
+    JSON's own types, and a query has only strings."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    return parsed if isinstance(parsed, bool | int | float) else value
+
+
 def _options(request: Request, upload: Upload) -> None:
     for name, value in request.query_params.multi_items():
         if name not in OPTIONS:
@@ -99,9 +110,9 @@ def _options(request: Request, upload: Upload) -> None:
         elif name in upload.options:
             upload.problems.append(Problem(("query", name), "given twice", "value_error"))
         else:
-            upload.options[name] = value
+            upload.options[name] = _typed(value)
     try:
-        BatchRequest.model_validate({"calls": [], **upload.options})  # query strings: pydantic's lax mode reads them
+        BatchRequest.model_validate({"calls": [], **upload.options})
     except ValidationError as exc:
         for e in exc.errors(include_input=False, include_url=False):
             upload.problems.append(Problem(("query", *e["loc"]), e["msg"], e["type"]))
