@@ -17,7 +17,7 @@ structured content's text form (compact JSON): so structured content that does n
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 MIN_SHARE = 1024
@@ -49,12 +49,13 @@ def pageable(item: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": json.dumps(structured, ensure_ascii=False, separators=(",", ":"))}]
 
 
-def _prefix(text: str, room: int) -> str:
-    """The longest start of `text` whose JSON string (quotes and escapes included) takes at most `room` bytes."""
+def _prefix(text: str, room: int, measure: Callable[[Any], int] = size) -> str:
+    """The longest start of `text` whose JSON string (quotes and escapes included) takes at most `room` bytes, as
+    `measure` counts them (`size`: as the API sends it; `stored_size`: as the store writes it)."""
     low, high = 0, min(len(text), max(room - 2, 0))
     while low < high:
         middle = (low + high + 1) // 2
-        if size(text[:middle]) <= room:
+        if measure(text[:middle]) <= room:
             low = middle
         else:
             high = middle - 1
@@ -204,19 +205,7 @@ def _fill(small: dict[str, Any], blocks: list[dict[str, Any]], room: int) -> Non
             continue
         text = block.get("text") if block.get("type") == "text" else None
         if isinstance(text, str):
-            cut = _longest_prefix(text, room - (need - stored_size(text)))
+            cut = _prefix(text, room - (need - stored_size(text)), stored_size)
             if cut:
                 small["content"].append({**block, "text": cut})
         break
-
-
-def _longest_prefix(text: str, room: int) -> str:
-    """The longest start of `text` whose JSON string takes at most `room` bytes (escapes count in full)."""
-    low, high = 0, min(len(text), max(room - 2, 0))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if stored_size(text[:middle]) <= room:
-            low = middle
-        else:
-            high = middle - 1
-    return text[:low]
