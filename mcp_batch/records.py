@@ -12,6 +12,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
+import orjson
+
 from mcp_batch.models import ItemStatus
 
 
@@ -137,6 +139,9 @@ def record(
     return built
 
 
-def dump(item: ItemRecord) -> str:
-    """The record as stored: compact JSON."""
-    return json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+def dump(item: ItemRecord) -> bytes:
+    """The record as stored: compact JSON in UTF-8."""
+    try:
+        return orjson.dumps(item)
+    except TypeError:  # what orjson refuses and json takes: an integer past 64 bits from a tool
+        return json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()

@@ -7,7 +7,7 @@ claimed by some lane: waiting can never deadlock, and calls without references k
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any
@@ -40,11 +40,17 @@ class BatchReferences:
         self._changed = asyncio.Event()
 
     def finished(self, index: int, record: Mapping[str, Any]) -> None:
-        # Kept only once this job has met a call with references: a batch without any must not hold every record
-        # it ran in memory (earlier records are read from Redis when a reference needs them).
-        if self._ids is not None:
-            self._records[index] = record
+        # Kept until it is stored (a reference may need it before then), and after only once this job has met a
+        # call with references: a batch without any must not hold every record it ran in memory (earlier records
+        # are read from Redis when a reference needs them).
+        self._records[index] = record
         self._changed.set()
+
+    def stored(self, indexes: Sequence[int]) -> None:
+        """These records are in Redis now: kept no longer unless references may need them."""
+        if self._ids is None:
+            for index in indexes:
+                self._records.pop(index, None)
 
     async def prepare(self, claim: Claim) -> Claim | Refused:
         """The claim with its references resolved, or why it ends unsent (skipped, invalid_reference)."""

@@ -32,6 +32,7 @@ from worker.calls import run_call
 from worker.context import WorkerState
 from worker.context import state as worker_state
 from worker.cursor_calls import CursorPages
+from worker.feeder import Feeder, reads_ahead
 from worker.item_refs import BatchReferences
 from worker.recovery import requeue
 from worker.sessions import SessionPool
@@ -129,11 +130,13 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
         lanes = 1 if meta.mode is Mode.serial else shards.lanes(meta.max_concurrency, meta.shards, shard)
         run.lanes = [_Lane() for _ in range(lanes)]
         references = BatchReferences(store, batch_id)
+        feeder = Feeder(store.claims, batch_id, job, lanes, reads_ahead(meta), references.stored)
         # The lanes are started inside the shard's span: they inherit it, so each item's span is its child.
         with tracing.shard_span(meta.traceparent, batch_id, job, shard, lanes):
             async with asyncio.TaskGroup() as lanes_group:  # one lane failing (Redis gone too long) stops the others
                 for lane in run.lanes:
-                    lanes_group.create_task(_lane(state, batch_id, job, run, lane, references))
+                    lanes_group.create_task(_lane(state, batch_id, run, lane, references, feeder))
+        await feeder.close()  # the last records stored, claims held unrun given back
     finally:
         for task in (renewing, watching):
             task.cancel()
@@ -148,17 +151,17 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
 
 
 async def _lane(
-    state: WorkerState, batch_id: str, job: str, run: _Shard, lane: _Lane, references: BatchReferences
+    state: WorkerState, batch_id: str, run: _Shard, lane: _Lane, references: BatchReferences, feeder: Feeder
 ) -> None:
-    store, pool, worker_id = state.store, state.pool, state.worker_id
-    finished: tuple[Claim, ItemRecord] | None = None
+    pool, worker_id, max_bytes = state.pool, state.worker_id, state.settings.max_result_bytes
+    created_at = run.meta.created_at
     while True:
-        claim = await store.claims.advance(batch_id, job, finished, want_next=not run.stopping)
+        claim = await feeder.next(stopping=run.stopping)
         if claim is None:
             return
         lane.claim, lane.dispatched = claim, False
         logs.bind(item_id=claim.id, index=claim.index, server=claim.server)
-        queued = round(time.time() - run.meta.created_at, 6)
+        queued = round(time.time() - created_at, 6)
 
         def dispatched(lane: _Lane = lane) -> None:
             if run.reason is not None:  # cut between its timer and here: it must not be sent now
@@ -181,10 +184,10 @@ async def _lane(
         finally:
             lane.timeout = None
         record["queued_seconds"] = queued
-        record = budget.cap_stored(record, state.settings.max_result_bytes)  # every record passes here
+        record = budget.cap_stored(record, max_bytes)  # every record passes here
         metrics.item_finished(claim.server, record["status"])
         references.finished(claim.index, record)
-        finished = (claim, record)
+        feeder.finish(claim, record)
         lane.claim = None
 
 

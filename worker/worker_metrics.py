@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
@@ -67,6 +68,30 @@ class WorkerMetrics:
         for name in names:
             self.in_flight.labels(name)  # shown as 0 from the start, not only once a call has run
         self.endpoint: WSGIServer | None = None
+        # Children by label value (bounded, as the labels are): each label lookup takes a lock, per item it adds up.
+        self._calls: dict[str, tuple[Any, Any, Any]] = {}
+        self._items: dict[tuple[str, str], Any] = {}
+
+    def call_children(self, server: str) -> tuple[Any, Any, Any]:
+        """(rate wait, in flight, call seconds) of `server`."""
+        label = self.server(server)
+        children = self._calls.get(label)
+        if children is None:
+            children = (
+                self.rate_wait_seconds.labels(label),
+                self.in_flight.labels(label),
+                self.call_seconds.labels(label),
+            )
+            self._calls[label] = children
+        return children
+
+    def items_child(self, server: str, status: str) -> Any:
+        """The finished-items counter of `server` and `status`."""
+        key = (self.server(server), status)
+        child = self._items.get(key)
+        if child is None:
+            child = self._items[key] = self.items.labels(*key)
+        return child
 
     @property
     def port(self) -> int | None:
@@ -113,7 +138,7 @@ def item_finished(server: str, status: str) -> None:
     """A lane finished an item (whatever its status)."""
     m = _current.get()
     if m is not None:
-        m.items.labels(m.server(server), status).inc()
+        m.items_child(server, status).inc()
 
 
 @contextmanager
@@ -123,15 +148,14 @@ def admitted(server: str, waited: float) -> Iterator[None]:
     if m is None:
         yield
         return
-    label = m.server(server)
-    m.rate_wait_seconds.labels(label).observe(waited)
-    in_flight = m.in_flight.labels(label)
+    rate_wait, in_flight, call_seconds = m.call_children(server)
+    rate_wait.observe(waited)
     in_flight.inc()
     start = time.perf_counter()
     try:
         yield
     finally:
-        m.call_seconds.labels(label).observe(time.perf_counter() - start)
+        call_seconds.observe(time.perf_counter() - start)
         in_flight.dec()
 
 

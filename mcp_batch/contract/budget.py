@@ -20,6 +20,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
+import orjson
+
 MIN_SHARE = 1024
 _Record = TypeVar("_Record", bound=Mapping[str, object])  # a stored item record (records.ItemRecord)
 At = tuple[int, int]  # a position in pageable content: (block, character)
@@ -162,6 +164,10 @@ def fit(
     return fitted, sum(item.get("truncated_bytes", 0) for item in fitted), resumes
 
 
+# The most `stored_size` can exceed compact UTF-8 JSON by, per byte: a control character (1 byte) becomes `\u00XX`.
+_ASCII_GROWTH = 6
+
+
 def stored_size(record: Any) -> int:
     """Bytes of `record` as the store writes it (`json.dumps` defaults: ASCII, so never less than its UTF-8)."""
     return len(json.dumps(record))
@@ -173,6 +179,11 @@ def cap_stored(record: _Record, limit: int) -> _Record:
     a whole JSON text as well); if the content is still too large, its first blocks that fit are kept, the next one
     cut to fit if it is text, the rest dropped, `structured_content` is kept only if it takes at most half, and
     `meta` is dropped."""
+    try:
+        if len(orjson.dumps(record)) * _ASCII_GROWTH <= limit:  # surely fits: no need to measure it exactly
+            return record
+    except TypeError:  # what orjson refuses (an integer past 64 bits): measured the slow way
+        pass
     before = stored_size(record)
     if before <= limit:
         return record

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema_rs
+import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
@@ -56,7 +58,10 @@ def depth(value: Any) -> int:
 
 def argument_bytes(arguments: dict[str, Any]) -> int:
     """The size that MCP_BATCH_MAX_ARGUMENT_BYTES bounds: the arguments serialized compactly, in UTF-8."""
-    return len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":")).encode())
+    try:
+        return len(orjson.dumps(arguments))
+    except TypeError:  # what orjson refuses and json takes: an integer past 64 bits
+        return len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 def check_bounds(server: str, tool: str, arguments: dict[str, Any], bounds: Bounds) -> Refusal | None:
@@ -93,23 +98,31 @@ def _path(parts: Any) -> str:
     return ".".join(str(p) for p in parts)
 
 
-_validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+_validators: dict[int, tuple[dict[str, Any], Draft202012Validator, Any]] = {}
 
 
-def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+def _validators_for(schema: dict[str, Any]) -> tuple[Draft202012Validator, Any]:
     # Built once per schema object (a session's tool list), not per call: building one costs more than using it.
+    # The compiled one (jsonschema-rs) answers the common case; None when it cannot take the schema.
     cached = _validators.get(id(schema))
     if cached is None or cached[0] is not schema:
         if len(_validators) > 1024:
             _validators.clear()
-        cached = _validators[id(schema)] = (schema, Draft202012Validator(schema))
-    return cached[1]
+        try:
+            fast: Any = jsonschema_rs.Draft202012Validator(schema, validate_formats=False)
+        except Exception:  # a schema it refuses or cannot compile: the reference validator judges alone
+            fast = None
+        cached = _validators[id(schema)] = (schema, Draft202012Validator(schema), fast)
+    return cached[1], cached[2]
 
 
 def check_schema(arguments: Mapping[str, Any], schema: dict[str, Any]) -> Refusal | None:
-    """Arguments against the tool's inputSchema; the first fault by path, without the value."""
+    """Arguments against the tool's inputSchema; the first fault by path, without the value. A call is refused
+    only when the reference validator (jsonschema) finds a fault; the compiled one only spares it the valid calls."""
     try:
-        validator = _validator(schema)
+        validator, fast = _validators_for(schema)
+        if fast is not None and fast.is_valid(arguments):
+            return None
         if validator.is_valid(arguments):  # the common case, without collecting errors
             return None
         error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))), None)

@@ -4,10 +4,12 @@ fields. Every other module gets a `BatchRow`, a `BatchMeta` or a `Spec`, never a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from pydantic import TypeAdapter
 
 from mcp_batch.models import (
@@ -26,7 +28,7 @@ from mcp_batch.tenants import DEFAULT_TENANT
 
 # The fields a worker needs to schedule a batch (one HMGET, not the whole hash).
 META_FIELDS = ["mode", "max_concurrency", "status", "read_only", "created_at", "shards", "deadline_at", "tenant"]
-META_FIELDS += ["rate_share", "traceparent"]
+META_FIELDS += ["rate_share", "traceparent", "on_error"]
 LIMITS = TypeAdapter(dict[str, BackendLimits])  # the `limits` field: JSON, as the document shows it
 LIST_FIELDS = ["status", "total", "finished", "created_at", "finished_at", "retry_of"]
 
@@ -45,6 +47,7 @@ class BatchMeta:
     tenant: str = DEFAULT_TENANT
     rate_share: float | None = None
     traceparent: str | None = None  # W3C, of the submit's span: the worker's spans join the batch's trace
+    on_error: OnError = OnError.continue_
 
 
 def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
@@ -52,7 +55,7 @@ def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
     if raw[0] is None:
         return None
     text = [None if v is None else v.decode() for v in raw]
-    mode, concurrency, status, read_only, created, shards, deadline, tenant, share, traceparent = text
+    mode, concurrency, status, read_only, created, shards, deadline, tenant, share, traceparent, on_error = text
     return BatchMeta(
         Mode(mode or Mode.concurrent),
         int(concurrency or 1),
@@ -64,6 +67,7 @@ def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
         tenant or DEFAULT_TENANT,
         None if share is None else float(share),
         traceparent,
+        OnError(on_error or OnError.continue_),
     )
 
 
@@ -167,6 +171,7 @@ def new_row(
         "total": len(request.calls),
         "claimed": 0,
         "finished": 0,
+        "counted": 0,  # finished items already taken off the shared unfinished counts (on lease renewal)
         "created_at": repr(now),
         "limits": limits,
         "read_only": int(request.read_only),
@@ -204,8 +209,11 @@ def dump_spec(index: int, call: Call) -> str:
     return json.dumps(spec)
 
 
-def load_spec(raw: bytes | str) -> Spec:
-    spec = json.loads(raw)
+_LONG_NUMBER = re.compile(rb"\d{19}")  # may be an integer past 64 bits, which orjson would read as a float
+
+
+def load_spec(raw: bytes) -> Spec:
+    spec = json.loads(raw) if _LONG_NUMBER.search(raw) else orjson.loads(raw)
     return Spec(
         spec["id"], spec["server"], spec["tool"], spec["arguments"], spec.get("timeout_seconds"), spec.get("cursor")
     )

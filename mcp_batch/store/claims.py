@@ -1,15 +1,18 @@
-"""Finishing an item and claiming the next, in one round trip: the worker's hot path through Redis.
+"""Finishing items and claiming the next ones, in one round trip: the worker's hot path through Redis.
 
 Items are claimed through a cursor (`claimed`) rather than a list of pending indexes, so a batch of any size costs
-O(1) to queue; finishing and claiming are one Lua script (ADVANCE), so a result is counted exactly once.
+O(1) to queue; finishing and claiming are one Lua script (ADVANCE), so a result is counted exactly once. One call
+carries every record a shard job has ready and asks for as many claims as it can use, so the script's fixed cost
+(the batch hash read and written once, the lease checked once) is shared by the items it carries.
 Each claimed item is noted against the shard job that holds it, so a job whose lease lapses (its worker died) can
-hand exactly its in-flight items to a replacement. Calls made in the same event-loop turn (lanes finishing
-together) share one pipelined round trip.
+hand exactly its in-flight items to a replacement. Calls made in the same event-loop turn (several shard jobs on
+one worker) share one pipelined round trip.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,14 +20,16 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from mcp_batch.keys import Keys
-from mcp_batch.models import FAILED_ITEM, ItemStatus
+from mcp_batch.models import FAILED_ITEM
 from mcp_batch.ops.outage import with_redis_retry
 from mcp_batch.records import ItemRecord, dump
 from mcp_batch.store.batch_row import load_spec
 from mcp_batch.store.scripts import ADVANCE, batch_args, batch_keys
 
+_FAILED = frozenset(status.value for status in FAILED_ITEM)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     """An item handed to a worker: its index and its call spec."""
 
@@ -38,6 +43,29 @@ class Claim:
     cursor: str | None = None  # read a page of an earlier item instead of calling the backend
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one finish-and-claim round trip gave: the claims, and whether more may come."""
+
+    claims: list[Claim]
+    more: bool  # False: nothing more to claim (the batch is done, halted or gone, or the lease was lost)
+    lost: bool = False  # this job's lease was taken over
+
+
+def _claim(index: Any, raw: bytes, flag: Any) -> Claim:
+    spec = load_spec(raw)
+    return Claim(
+        int(index),
+        spec.id,
+        spec.server,
+        spec.tool,
+        spec.arguments,
+        spec.timeout_seconds,
+        recovered=int(flag) == 1,
+        cursor=spec.cursor,
+    )
+
+
 class Claims:
     """The finish-and-claim script, coalesced per event-loop turn."""
 
@@ -45,39 +73,44 @@ class Claims:
         self.redis = redis
         self.keys = keys
         self.live_ms = live_ms
-        self.outage_seconds = outage_seconds  # how long advance() waits out a Redis outage before failing
+        self.outage_seconds = outage_seconds  # how long a step waits out a Redis outage before failing
         self._advance = redis.register_script(ADVANCE)
         self._pending: list[tuple[list[str], list[Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
+    async def step(
+        self,
+        batch_id: str,
+        job: str,
+        finished: Sequence[tuple[Claim, ItemRecord]],
+        want: int,
+        give_back: Sequence[Claim] = (),
+    ) -> Step:
+        """Record finished items, give back claims that will not run here (they go to whoever claims next, their
+        `recovered` flag kept) and claim up to `want` more, in one round trip."""
+        heads, blobs, failed_ids = [], [], []
+        for claim, record in finished:
+            blob, status = dump(record), record["status"]
+            failed = status in _FAILED
+            heads.append(f"{claim.index} {status} {len(blob)} {'1' if failed else '0'}")
+            blobs.append(blob)
+            if failed:
+                failed_ids.append(claim.id)
+        back = ",".join(f"{claim.index}:{int(claim.recovered)}" for claim in give_back)
+        args = [*batch_args(self.keys, batch_id), job, self.live_ms, want, ",".join(heads), b"".join(blobs), back]
+        args += failed_ids
+        reply = await self._coalesced(batch_keys(self.keys, batch_id), args)
+        state = int(reply[0])
+        claims = [_claim(*reply[i : i + 3]) for i in range(2, len(reply), 3)]
+        return Step(claims, more=state == 1, lost=state == -3)
+
     async def advance(
         self, batch_id: str, job: str, finished: tuple[Claim, ItemRecord] | None, want_next: bool
     ) -> Claim | None:
-        """Record a finished item (if any) and claim the next one (if wanted and allowed), in one round trip.
-        None when there is nothing to claim: the batch is done, halted, or this job's lease was taken over."""
-        args = batch_args(self.keys, batch_id)
-        if finished is not None:
-            claim, record = finished
-            failed = ItemStatus(record["status"]) in FAILED_ITEM
-            args += [claim.index, dump(record), record["status"], claim.id, "1" if failed else "0"]
-        else:
-            args += [-1, "", "", "", "0"]
-        args += ["1" if want_next else "0", job, self.live_ms]
-        reply = await self._coalesced(batch_keys(self.keys, batch_id), args)
-        index = int(reply[0])
-        if index < 0:
-            return None
-        spec = load_spec(reply[1])
-        return Claim(
-            index,
-            spec.id,
-            spec.server,
-            spec.tool,
-            spec.arguments,
-            spec.timeout_seconds,
-            recovered=int(reply[2]) == 1,
-            cursor=spec.cursor,
-        )
+        """One item at a time: record `finished` (if any) and claim the next one (if wanted and allowed). None when
+        there is nothing to claim: the batch is done, halted, or this job's lease was taken over."""
+        step = await self.step(batch_id, job, [] if finished is None else [finished], 1 if want_next else 0)
+        return step.claims[0] if step.claims else None
 
     def _coalesced(self, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -109,12 +142,20 @@ class Claims:
         return await with_redis_retry(lambda: self._evalsha_once(calls), outage=self.outage_seconds)
 
     async def _evalsha_once(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
-        # EVALSHA on a plain pipeline: redis-py's Script objects make every pipeline ask SCRIPT EXISTS first.
+        # EVALSHA on a plain pipeline: redis-py's Script objects make every pipeline ask SCRIPT EXISTS first. A
+        # call alone (the common case: one shard job per worker) goes without a pipeline, which costs more.
         for attempt in range(2):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for keys, args in calls:
-                    pipe.evalsha(self._advance.sha, len(keys), *keys, *args)
-                replies: list[Any] = await pipe.execute(raise_on_error=False)
+            if len(calls) == 1:
+                keys, args = calls[0]
+                try:
+                    replies = [await self.redis.evalsha(self._advance.sha, len(keys), *keys, *args)]  # type: ignore[misc]
+                except NoScriptError as exc:
+                    replies = [exc]
+            else:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    for keys, args in calls:
+                        pipe.evalsha(self._advance.sha, len(keys), *keys, *args)
+                    replies = await pipe.execute(raise_on_error=False)
             if attempt == 0 and any(isinstance(r, NoScriptError) for r in replies):
                 await self.redis.script_load(ADVANCE)  # a restarted or flushed Redis lost the script
                 continue

@@ -45,7 +45,10 @@ local function finalize(halt)
   local final = 'completed'
   if halt == 'cancel' then final = 'cancelled' elseif halt == 'expire' then final = 'expired' end
   local m = redis.call('HMGET', KEYS[1], 'total', 'finished', 'retention', 'idempotency_key', 'tenant_unfinished',
-    'webhook_url')
+    'webhook_url', 'counted')
+  -- What the shared unfinished counts still hold of this batch (`counted` missing: a batch from before it, whose
+  -- finished items were subtracted one by one).
+  local left = tonumber(m[1]) - tonumber(m[7] or m[2])
   redis.call('HSET', KEYS[1], 'status', final, 'finished_at', ARGV[1])
   -- Claimed items that never finished (their worker stopped, the batch halted): named, so readers can list them.
   local orphaned, seen = {}, {}
@@ -60,8 +63,8 @@ local function finalize(halt)
     table.sort(orphaned)
     redis.call('HSET', KEYS[1], 'orphaned', table.concat(orphaned, ','))
   end
-  redis.call('DECRBY', KEYS[10], tonumber(m[1]) - tonumber(m[2]))
-  if m[5] then redis.call('DECRBY', m[5], tonumber(m[1]) - tonumber(m[2])) end
+  redis.call('DECRBY', KEYS[10], left)
+  if m[5] then redis.call('DECRBY', m[5], left) end
   if m[6] then redis.call('ZADD', KEYS[12], 0, ARGV[3]) end
   redis.call('ZREM', KEYS[11], ARGV[3])
   redis.call('DEL', KEYS[7], KEYS[8])
@@ -78,67 +81,157 @@ end
 """
 )
 
-# Record a finished item (once), with its seq, and claim the next: an orphan first, then the cursor.
-# ARGV: 4 index (-1: none), 5 record, 6 status, 7 item id, 8 failed ('1'/'0'), 9 want ('1'/'0'), 10 job, 11 ttl ms
-# Returns {index, spec, flag} for a claim (flag 1: a recovered item that may have run), {-1} for none, {-2} when
-# the batch is gone, {-3} when this job's lease is lost (another worker took its part over).
+# Finish items (each recorded once, with its seq) and claim up to `want` more: orphans first, then the cursor, whose
+# specs come in one LRANGE. Per call, not per item: one HMGET and one HSET of the batch hash (its counters, `n:` per
+# status included), one HDEL and one HSET of the in-flight hash, one RPUSH of the finish order; per item only its
+# HSETNX. TTLs are refreshed on lease renewal (RENEW), and here only when a key is created (or every 64th claim);
+# the shared unfinished counts are brought up to date on renewal and at the end (`counted`).
+# ARGV: 4 job, 5 ttl ms, 6 want, 7 the finished items, each `index status bytes failed` (failed '1'/'0'), comma
+#       separated, 8 their records end to end, 9 claims given back unrun, `index:flag` comma separated (they become
+#       orphans again, flag kept), then the item id of each failed item, in order. Packed so: a call carries ten
+#       arguments whatever the number of items, and the client packs, and the script reads, that many.
+# Returns {state, final, then index, spec, flag per claim}: state 1 (more may come), 0 (nothing more to claim:
+# done, halted or ended; `final` is the status when this call ended the batch), -2 (the batch is gone), -3 (this
+# job's lease was taken over).
 ADVANCE = (
     _COMMON
     + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-2} end
-local status = redis.call('HGET', KEYS[1], 'status')
-if TERMINAL[status] then return {-1} end
-local index, job, ttl = tonumber(ARGV[4]), ARGV[10], tonumber(ARGV[11])
-if index >= 0 then
-  if redis.call('HGET', KEYS[7], index) == job then redis.call('HDEL', KEYS[7], index) end
-  if redis.call('HEXISTS', KEYS[3], index) == 0 then
-    -- The record gets its place in finish order (`seq`), so every read of it can say so.
-    local seq = redis.call('RPUSH', KEYS[5], index)
-    redis.call('HSET', KEYS[3], index, string.sub(ARGV[5], 1, -2) .. ',"seq":' .. seq .. '}')
-    redis.call('HINCRBY', KEYS[1], 'finished', 1)
-    redis.call('HINCRBY', KEYS[1], 'n:' .. ARGV[6], 1)
-    redis.call('DECR', KEYS[10])
-    local tenant_unfinished = redis.call('HGET', KEYS[1], 'tenant_unfinished')
-    if tenant_unfinished then redis.call('DECR', tenant_unfinished) end
-    redis.call('PEXPIRE', KEYS[3], ttl)
-    redis.call('PEXPIRE', KEYS[5], ttl)
-    if ARGV[8] == '1' then
-      redis.call('ZADD', KEYS[4], index, ARGV[7])
+local job, ttl, want = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local fields = {'status', 'total', 'claimed', 'finished', 'halt', 'deadline_at', 'on_error', 'orphans'}
+local items, slot = {}, {}
+for index, st, size, failed in string.gmatch(ARGV[7], '(%d+) ([%w_]+) (%d+) ([01])') do
+  items[#items + 1] = {index, st, tonumber(size), failed}
+  local s = 'n:' .. st
+  if not slot[s] then
+    fields[#fields + 1] = s
+    slot[s] = #fields
+  end
+end
+local m = redis.call('HMGET', KEYS[1], unpack(fields))
+if not m[1] then return {-2, ''} end
+if TERMINAL[m[1]] then return {0, ''} end
+local claimed, finished, halt, orphans = tonumber(m[3]), tonumber(m[4]), m[5], tonumber(m[8])
+local total = tonumber(m[2])
+local set, pushed, held = {}, {}, {}
+local at, failures = 1, 9
+for _, item in ipairs(items) do
+  local index, size = item[1], item[3]
+  held[#held + 1] = index
+  local seq = finished + 1
+  local stored = string.sub(ARGV[8], at, at + size - 2) .. ',"seq":' .. seq .. '}'
+  at = at + size
+  local id = nil
+  if item[4] == '1' then
+    failures = failures + 1
+    id = ARGV[failures]
+  end
+  if redis.call('HSETNX', KEYS[3], index, stored) == 1 then
+    finished = seq
+    pushed[#pushed + 1] = index
+    local s = slot['n:' .. item[2]]
+    m[s] = (tonumber(m[s]) or 0) + 1
+    if id then
+      redis.call('ZADD', KEYS[4], tonumber(index), id)
       redis.call('PEXPIRE', KEYS[4], ttl)
-      if redis.call('HGET', KEYS[1], 'on_error') == 'stop' and redis.call('HSETNX', KEYS[1], 'halt', 'stop') == 1 then
-        redis.call('HSET', KEYS[1], 'stopped_at', index)
+      if m[7] == 'stop' and not halt then
+        halt = 'stop'
+        set[#set + 1] = 'halt'; set[#set + 1] = halt
+        set[#set + 1] = 'stopped_at'; set[#set + 1] = index
       end
     end
   end
 end
-local m = redis.call('HMGET', KEYS[1], 'total', 'claimed', 'finished', 'halt', 'deadline_at')
-local total, claimed, finished, halt = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]), m[4]
-if finished == total then return {-1, finalize(halt)} end
-if not halt and m[5] and tonumber(ARGV[1]) >= tonumber(m[5]) then
-  halt = 'expire'
-  redis.call('HSET', KEYS[1], 'halt', halt)
+if #held > 0 then redis.call('HDEL', KEYS[7], unpack(held)) end
+if #pushed > 0 then
+  redis.call('RPUSH', KEYS[5], unpack(pushed))
+  if finished == #pushed then  -- the first records: the keys were just created
+    redis.call('PEXPIRE', KEYS[3], ttl)
+    redis.call('PEXPIRE', KEYS[5], ttl)
+  end
+  set[#set + 1] = 'finished'; set[#set + 1] = finished
+  for s, k in pairs(slot) do
+    set[#set + 1] = s; set[#set + 1] = m[k]
+  end
 end
-if halt and redis.call('HLEN', KEYS[7]) == 0 then return {-1, finalize(halt)} end
-if ARGV[9] ~= '1' or halt then return {-1} end
-if not redis.call('ZSCORE', KEYS[9], job) then return {-3} end
-while true do
+for entry in string.gmatch(ARGV[9], '[^,]+') do
+  local o = string.sub(entry, 1, string.find(entry, ':', 1, true) - 1)
+  if redis.call('HGET', KEYS[7], o) == job then
+    redis.call('HDEL', KEYS[7], o)
+    redis.call('RPUSH', KEYS[8], entry)
+    redis.call('PEXPIRE', KEYS[8], ttl)
+    orphans = (orphans or 0) + 1
+    set[#set + 1] = 'orphans'; set[#set + 1] = orphans
+  end
+end
+local function write()
+  if #set > 0 then redis.call('HSET', KEYS[1], unpack(set)) end
+end
+if finished == total then
+  write()
+  return {0, finalize(halt)}
+end
+if not halt and m[6] and tonumber(ARGV[1]) >= tonumber(m[6]) then
+  halt = 'expire'
+  set[#set + 1] = 'halt'; set[#set + 1] = halt
+end
+if halt then
+  write()
+  if redis.call('HLEN', KEYS[7]) == 0 then return {0, finalize(halt)} end
+  return {0, ''}
+end
+if want <= 0 then
+  write()
+  return {1, ''}
+end
+if not redis.call('ZSCORE', KEYS[9], job) then
+  write()
+  return {-3, ''}
+end
+local out, mine = {1, ''}, {}
+-- `orphans` counts entries pushed since the list was last seen empty; missing (a batch from before it) means unknown.
+while want > 0 and (orphans == nil or orphans > 0) do
   local entry = redis.call('LPOP', KEYS[8])
-  if not entry then break end
+  if not entry then
+    orphans = 0
+    set[#set + 1] = 'orphans'; set[#set + 1] = 0
+    break
+  end
+  orphans = orphans - 1
+  set[#set + 1] = 'orphans'; set[#set + 1] = orphans
   local sep = string.find(entry, ':', 1, true)
   local o = string.sub(entry, 1, sep - 1)
   if redis.call('HEXISTS', KEYS[3], o) == 0 and not redis.call('HGET', KEYS[7], o) then
-    redis.call('HSET', KEYS[7], o, job)
-    return {tonumber(o), redis.call('LINDEX', KEYS[2], tonumber(o)), tonumber(string.sub(entry, sep + 1))}
+    mine[#mine + 1] = o; mine[#mine + 1] = job
+    out[#out + 1] = tonumber(o)
+    out[#out + 1] = redis.call('LINDEX', KEYS[2], tonumber(o))
+    out[#out + 1] = tonumber(string.sub(entry, sep + 1))
+    want = want - 1
   end
 end
-if claimed < total then
-  redis.call('HSET', KEYS[1], 'claimed', claimed + 1)
-  redis.call('HSET', KEYS[7], claimed, job)
-  redis.call('PEXPIRE', KEYS[7], ttl)
-  if status == 'queued' then redis.call('HSET', KEYS[1], 'status', 'running', 'started_at', ARGV[1]) end
-  return {claimed, redis.call('LINDEX', KEYS[2], claimed), 0}
+if want > 0 and claimed < total then
+  local k = math.min(want, total - claimed)
+  local specs = redis.call('LRANGE', KEYS[2], claimed, claimed + k - 1)
+  for j = 1, k do
+    mine[#mine + 1] = claimed + j - 1; mine[#mine + 1] = job
+    out[#out + 1] = claimed + j - 1
+    out[#out + 1] = specs[j]
+    out[#out + 1] = 0
+  end
+  if m[1] == 'queued' then
+    set[#set + 1] = 'status'; set[#set + 1] = 'running'
+    set[#set + 1] = 'started_at'; set[#set + 1] = ARGV[1]
+  end
+  set[#set + 1] = 'claimed'; set[#set + 1] = claimed + k
+  if math.floor((claimed + k) / 64) > math.floor(claimed / 64) or claimed == 0 then
+    redis.call('HSET', KEYS[7], unpack(mine))
+    mine = {}
+    redis.call('PEXPIRE', KEYS[7], ttl)
+  end
+  claimed = claimed + k
 end
-return {-1}
+if #mine > 0 then redis.call('HSET', KEYS[7], unpack(mine)) end
+write()
+return out
 """
 )
 
@@ -181,6 +274,7 @@ for i = 1, #held, 2 do
     end
   end
 end
+if moved > 0 and redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBY', KEYS[1], 'orphans', moved) end
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status or TERMINAL[status] then return 'done' end
 local halt = redis.call('HGET', KEYS[1], 'halt')
@@ -234,17 +328,25 @@ return 'expiring'
 """
 )
 
-# Start or renew a shard job's lease, keeping the batch's keys alive while it runs.
-# KEYS: jobs, then the batch keys. ARGV: job, lease ms, ttl ms. Returns 1, or 0 when the lease was taken over.
+# Start or renew a shard job's lease, keeping the batch's keys alive while it runs and bringing the shared unfinished
+# counts up to date with its finished items (ADVANCE leaves both out of the per-item path).
+# KEYS: 1 jobs, 2 unfinished, then the batch keys. ARGV: job, lease ms, ttl ms. Returns 1, or 0 when the lease was
+# taken over.
 RENEW = (
     _TERMINAL_SET
     + """
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 local t = redis.call('TIME')
 redis.call('ZADD', KEYS[1], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2]), ARGV[1])
-local status = redis.call('HGET', KEYS[2], 'status')
-if status and not TERMINAL[status] then
-  for i = 2, #KEYS do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end
+local m = redis.call('HMGET', KEYS[3], 'status', 'finished', 'counted', 'tenant_unfinished')
+if m[1] and not TERMINAL[m[1]] then
+  for i = 3, #KEYS do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end
+  local due = tonumber(m[2]) - tonumber(m[3] or m[2])
+  if due > 0 then
+    redis.call('DECRBY', KEYS[2], due)
+    if m[4] then redis.call('DECRBY', m[4], due) end
+    redis.call('HSET', KEYS[3], 'counted', m[2])
+  end
 end
 return 1
 """

@@ -1,0 +1,174 @@
+"""A shard job's link to the store: lanes hand in finished records and take claims, and one round trip at a time
+carries every record ready and asks for the claims the lanes will need.
+
+Read-ahead: while a batch's calls are fast (under _FAST_CALL on average, where a round trip to Redis is a large part
+of an item), the feeder keeps claims in hand, up to two per lane, so a lane that finishes starts its next call at
+once, and records are written a lane's worth at a time while calls run. Only for a read-only batch that does not stop
+on error (`reads_ahead`). A claim in hand is held in Redis against the job like a call in flight (if the worker
+dies, a replacement gets it); one that will not run here is given back. Slow calls gain nothing from it and would
+leave other shards idle at the end while this one holds claims, so then a lane asks for its next claim when it needs
+it, as does every lane of other batches. Either way a record counts as finished only once the script has stored it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from mcp_batch.models import Mode, OnError
+from mcp_batch.records import ItemRecord
+from mcp_batch.store.batch_row import BatchMeta
+from mcp_batch.store.claims import Claim, Claims
+
+_LINGER = 0.002  # seconds a finished record may wait for others to share its round trip
+_FAST_CALL = 0.05  # seconds: calls faster than this on average are read ahead
+_PACE = 0.2  # weight of the latest call in the running average of call times
+
+
+def reads_ahead(meta: BatchMeta) -> bool:
+    """Whether claims may be taken before a lane needs them: not when a claim held unrun could change what runs
+    (a stop on error, serial order) or run twice (a tool that may change something, recovered after a crash)."""
+    return meta.read_only and meta.mode is Mode.concurrent and meta.on_error is OnError.continue_
+
+
+class Feeder:
+    """Records in, claims out, for one shard job."""
+
+    def __init__(
+        self,
+        claims: Claims,
+        batch_id: str,
+        job: str,
+        lanes: int,
+        read_ahead: bool,
+        stored: Callable[[Sequence[int]], None] | None = None,
+    ) -> None:
+        self._claims, self._batch_id, self._job = claims, batch_id, job
+        self._lanes, self._read_ahead = lanes, read_ahead
+        self._stored = stored  # told which items are in Redis now
+        self._pace: float | None = None  # running average of call seconds; None until the lanes' first calls end
+        self._ended = 0
+        self._ready: deque[Claim] = deque()
+        self._records: list[tuple[Claim, ItemRecord]] = []
+        self._give_back: list[Claim] = []
+        self._waiting = 0
+        self._more = True  # the store may still have claims for this job
+        self._failure: BaseException | None = None
+        self._changed = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.lost = False  # the job's lease was taken over
+
+    def finish(self, claim: Claim, record: ItemRecord) -> None:
+        """Hand in a finished item; it is stored with the next round trip (this returns at once)."""
+        self._records.append((claim, record))
+        elapsed = record.get("elapsed_seconds")
+        if elapsed is not None:
+            self._ended += 1
+            self._pace = elapsed if self._pace is None else self._pace + _PACE * (elapsed - self._pace)
+        self._kick()
+
+    async def next(self, stopping: bool = False) -> Claim | None:
+        """The next claim for a lane; None when there is none to take (`stopping`: the lane takes no more)."""
+        while True:
+            if self._failure is not None:
+                raise self._failure
+            if stopping or self.lost:
+                return None
+            if self._ready:
+                claim = self._ready.popleft()
+                self._kick()  # top the claims in hand up while this one runs
+                return claim
+            if not self._more:
+                return None
+            changed = self._changed
+            self._waiting += 1
+            self._kick()
+            try:
+                await changed.wait()
+            finally:
+                self._waiting -= 1
+
+    async def close(self) -> None:
+        """Store what is left and give back the claims not run here (once every lane has stopped)."""
+        self._more = False
+        self._give_back += self._ready
+        self._ready.clear()
+        while self._pump is not None:
+            await asyncio.shield(self._pump)
+        if self._failure is not None:
+            raise self._failure
+        if self._records or self._give_back:
+            await self._round(0)
+
+    @property
+    def _spare(self) -> int:
+        """Claims to keep in hand beyond the lanes waiting."""
+        fast = self._ended >= self._lanes and self._pace is not None and self._pace < _FAST_CALL
+        return 2 * self._lanes if self._read_ahead and fast else 0
+
+    def _want(self) -> int:
+        if not self._more or self.lost:
+            return 0
+        return max(0, self._waiting + self._spare - len(self._ready))
+
+    def _due(self) -> bool:
+        """Whether a round trip should go now: a lane waits, claims run low, or enough records are ready to share
+        one (a record alone waits at most _LINGER for others)."""
+        batch = self._lanes if self._spare else 1
+        if self._waiting or self._give_back or len(self._records) >= batch:
+            return True
+        return self._want() > 0 and len(self._ready) < batch
+
+    def _kick(self) -> None:
+        if self._pump is not None or self._failure is not None:
+            return
+        if self._due():
+            self._pump = asyncio.create_task(self._run())
+        elif self._records and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(_LINGER, self._linger)
+
+    def _linger(self) -> None:
+        self._timer = None
+        if self._pump is None and self._failure is None and self._records:
+            self._pump = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            await asyncio.sleep(0)  # one loop turn: lanes finishing together share the round trip
+            await self._round(self._want())
+            while self._due():
+                await self._round(self._want())
+        except BaseException as exc:  # the lanes raise it (Redis gone for longer than the outage wait)
+            self._failure = exc
+        finally:
+            self._pump = None
+            self._wake()
+        if self._records:
+            self._kick()  # records handed in during the last round trip, not yet due
+
+    async def _round(self, want: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        records, self._records = self._records, []
+        give_back, self._give_back = self._give_back, []
+        step = await self._claims.step(self._batch_id, self._job, records, want, give_back)
+        if self._stored is not None and records:
+            self._stored([claim.index for claim, _ in records])
+        self._ready.extend(step.claims)
+        if step.lost:
+            self.lost, self._more = True, False
+            self._ready.clear()  # the take-over moved them to the orphans already
+        elif not step.more:  # halted or ended: claims in hand are not run
+            self._more = False
+            self._give_back += self._ready
+            self._ready.clear()
+        elif len(step.claims) < want:  # the cursor is at the end: nothing more for now
+            self._more = False
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
