@@ -1,0 +1,117 @@
+"""One round trip carrying many items (Claims.step) against the real Redis: each record once with its place in
+finish order, counts by status, claims given back, the shared unfinished counts kept up on renewal, and the Redis
+work per item that the hot path promises."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from mcp_batch.keys import Keys
+from mcp_batch.store import Store
+from mcp_batch.store.claims import Claim
+from tests.mcp_batch.store.stored import batch, create, record
+
+
+def finished(claims: list[Claim], status: str = "ok") -> list[tuple[Claim, Any]]:
+    return [(claim, record(status)) for claim in claims]
+
+
+async def test_one_step_records_many_items_each_with_its_seq_and_claims_the_next_ones(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(6))
+    first = await store.claims.step(batch_id, job, [], 4)
+    assert [c.index for c in first.claims] == [0, 1, 2, 3] and first.more
+    assert [c.arguments for c in first.claims] == [{"i": i} for i in range(4)]
+    done = [*finished(first.claims[:2]), (first.claims[2], record("error"))]
+    second = await store.claims.step(batch_id, job, done, 5)
+    assert [c.index for c in second.claims] == [4, 5]  # the cursor's end: fewer than asked for
+    raw = await redis.hgetall(Keys().results(batch_id))
+    assert {int(k): json.loads(v)["seq"] for k, v in raw.items()} == {0: 1, 1: 2, 2: 3}
+    row = await store.reads.row(batch_id)
+    assert row.finished == 3 and row.claimed == 6
+    assert row.counts["ok"] == 2 and row.counts["error"] == 1
+    assert await redis.hkeys(Keys().inflight(batch_id)) == [b"3", b"4", b"5"]
+    assert [int(i) for i in await redis.lrange(Keys().finished(batch_id), 0, -1)] == [0, 1, 2]
+
+
+async def test_a_step_sent_twice_records_nothing_twice(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(3))
+    claims = (await store.claims.step(batch_id, job, [], 2)).claims
+    await store.claims.step(batch_id, job, finished(claims), 0)
+    await store.claims.step(batch_id, job, finished(claims), 0)  # its reply was lost: the worker repeats it
+    row = await store.reads.row(batch_id)
+    assert row.finished == 2 and row.counts["ok"] == 2
+    assert await redis.llen(Keys().finished(batch_id)) == 2
+
+
+async def test_claims_given_back_unrun_go_to_the_next_claimer_with_their_flag(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(4))
+    claims = (await store.claims.step(batch_id, job, [], 3)).claims
+    recovered = Claim(claims[2].index, claims[2].id, "s", "t", {}, recovered=True)  # as a take-over hands it on
+    await store.claims.step(batch_id, job, finished(claims[:1]), 0, give_back=[claims[1], recovered])
+    again = (await store.claims.step(batch_id, job, [], 3)).claims
+    assert [(c.index, c.recovered) for c in again] == [(1, False), (2, True), (3, False)]
+
+
+async def test_a_halt_returns_no_more_claims_and_the_batch_ends_once_claims_in_hand_come_back(
+    redis: aioredis.Redis,
+) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(5))
+    claims = (await store.claims.step(batch_id, job, [], 3)).claims
+    await store.leases.cancel(batch_id)
+    step = await store.claims.step(batch_id, job, finished(claims[:1], "cancelled"), 2)
+    assert not step.more and not step.claims
+    assert (await store.reads.row(batch_id)).status == "cancelling"  # two claims are still held
+    await store.claims.step(batch_id, job, [], 0, give_back=claims[1:])
+    row = await store.reads.row(batch_id)
+    assert row.status == "cancelled" and row.orphaned == (1, 2) and row.ended_items == 5
+
+
+async def test_a_job_whose_lease_was_taken_over_is_told_so(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(3))
+    await redis.zrem(Keys().jobs, job)
+    step = await store.claims.step(batch_id, job, [], 1)
+    assert step.lost and not step.more and not step.claims
+
+
+async def test_the_unfinished_counts_catch_up_on_renewal_and_end_at_zero(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(4))
+    claims = (await store.claims.step(batch_id, job, [], 4)).claims
+    await store.claims.step(batch_id, job, finished(claims[:3]), 0)
+    assert await store.submits.unfinished_items() == 4  # not per item: on the lease's renewal
+    assert await store.leases.renew(batch_id, job)
+    assert await store.submits.unfinished_items() == 1 and await store.submits.unfinished_items("default") == 1
+    await store.claims.step(batch_id, job, finished(claims[3:]), 0)
+    assert await store.submits.unfinished_items() == 0 and await store.submits.unfinished_items("default") == 0
+
+
+async def test_an_argument_integer_past_64_bits_is_claimed_exactly(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    request = batch(1).model_copy(update={"calls": [batch(1).calls[0].model_copy(update={"arguments": {"n": 2**70}})]})
+    batch_id, (job,) = await create(store, request)
+    (claim,) = (await store.claims.step(batch_id, job, [], 1)).claims
+    assert claim.arguments == {"n": 2**70} and isinstance(claim.arguments["n"], int)
+
+
+async def test_eight_items_in_one_step_cost_one_command_each_and_nine_in_all(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(24))
+    claims = (await store.claims.step(batch_id, job, [], 8)).claims
+    await redis.config_resetstat()
+    for _ in range(2):
+        claims = (await store.claims.step(batch_id, job, finished(claims), 8)).claims
+    stats = await redis.info("commandstats")  # counted exactly: a script's inner commands count too
+    calls = {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+    calls = {name: count for name, count in calls.items() if not name.startswith(("info", "config"))}
+    assert calls.pop("hsetnx") == 16  # each record, once
+    # Per step: EVALSHA, HMGET and HSET of the batch hash, HDEL and HSET of the in-flight hash, RPUSH of the finish
+    # order, ZSCORE of the lease, LRANGE of the next specs.
+    assert sum(calls.values()) <= 2 * 9, calls
