@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import math
 import os
@@ -103,6 +104,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     if settings.warm_sessions:  # in the background: start-up never waits for a backend
         state.loops.append(asyncio.create_task(pool.warm(), name="warm-sessions"))
     ctx[STATE] = state
+    gc.freeze()  # what start-up made lives as long as the worker: the collector need not walk it after every item
     logger.info("worker %s ready for %d backends", worker_id, len(registry))
 
 

@@ -5,13 +5,11 @@ O(1) to queue; finishing and claiming are one Lua script (ADVANCE), so a result 
 carries every record a shard job has ready and asks for as many claims as it can use, so the script's fixed cost
 (the batch hash read and written once, the lease checked once) is shared by the items it carries.
 Each claimed item is noted against the shard job that holds it, so a job whose lease lapses (its worker died) can
-hand exactly its in-flight items to a replacement. Calls made in the same event-loop turn (several shard jobs on
-one worker) share one pipelined round trip.
+hand exactly its in-flight items to a replacement.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +65,7 @@ def _claim(index: Any, raw: bytes, flag: Any) -> Claim:
 
 
 class Claims:
-    """The finish-and-claim script, coalesced per event-loop turn."""
+    """The finish-and-claim script (a shard job's feeder gathers what each call carries)."""
 
     def __init__(self, redis: Redis, keys: Keys, live_ms: int, outage_seconds: float) -> None:
         self.redis = redis
@@ -75,8 +73,6 @@ class Claims:
         self.live_ms = live_ms
         self.outage_seconds = outage_seconds  # how long a step waits out a Redis outage before failing
         self._advance = redis.register_script(ADVANCE)
-        self._pending: list[tuple[list[str], list[Any], asyncio.Future[Any]]] = []
-        self._flusher: asyncio.Task[None] | None = None
 
     async def step(
         self,
@@ -99,7 +95,7 @@ class Claims:
         back = ",".join(f"{claim.index}:{int(claim.recovered)}" for claim in give_back)
         args = [*batch_args(self.keys, batch_id), job, self.live_ms, want, ",".join(heads), b"".join(blobs), back]
         args += failed_ids
-        reply = await self._coalesced(batch_keys(self.keys, batch_id), args)
+        reply = await self._evalsha(batch_keys(self.keys, batch_id), args)
         state = int(reply[0])
         claims = [_claim(*reply[i : i + 3]) for i in range(2, len(reply), 3)]
         return Step(claims, more=state == 1, lost=state == -3)
@@ -112,52 +108,17 @@ class Claims:
         step = await self.step(batch_id, job, [] if finished is None else [finished], 1 if want_next else 0)
         return step.claims[0] if step.claims else None
 
-    def _coalesced(self, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append((keys, args, future))
-        if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush())
-        return future
+    async def _evalsha(self, keys: list[str], args: list[Any]) -> Any:
+        # While Redis is down or loading its append-only file, the finished items a step carries exist only in the
+        # worker's memory: wait for Redis rather than drop them. Repeating a step records nothing twice (the script
+        # records a result only once). Its claims are not: a step that ran but whose reply was lost claimed items no
+        # lane saw; they stay noted against the job, and Leases.release() hands them to a replacement.
+        return await with_redis_retry(lambda: self._evalsha_once(keys, args), outage=self.outage_seconds)
 
-    async def _flush(self) -> None:
-        await asyncio.sleep(0)  # one loop turn: let every lane that finished in this one join the pipeline
-        batch, self._pending, self._flusher = self._pending, [], None
+    async def _evalsha_once(self, keys: list[str], args: list[Any]) -> Any:
+        # EVALSHA itself: redis-py's Script objects ask SCRIPT EXISTS first whenever they run in a pipeline.
         try:
-            replies = await self._evalsha_all([(keys, args) for keys, args, _ in batch])
-        except Exception as exc:
-            replies = [exc] * len(batch)
-        for (_, _, future), reply in zip(batch, replies, strict=True):
-            if future.done():
-                continue
-            if isinstance(reply, Exception):
-                future.set_exception(reply)
-            else:
-                future.set_result(reply)
-
-    async def _evalsha_all(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
-        # While Redis is down or loading its append-only file, the finished items these calls carry exist only in
-        # the worker's memory: wait for Redis rather than drop them. Repeating a call records nothing twice (the
-        # script records a result only once). Its claim is not: a call that ran but whose reply was lost claimed
-        # an item no lane saw; it stays noted against the job, and Leases.release() hands it to a replacement.
-        return await with_redis_retry(lambda: self._evalsha_once(calls), outage=self.outage_seconds)
-
-    async def _evalsha_once(self, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
-        # EVALSHA on a plain pipeline: redis-py's Script objects make every pipeline ask SCRIPT EXISTS first. A
-        # call alone (the common case: one shard job per worker) goes without a pipeline, which costs more.
-        for attempt in range(2):
-            if len(calls) == 1:
-                keys, args = calls[0]
-                try:
-                    replies = [await self.redis.evalsha(self._advance.sha, len(keys), *keys, *args)]  # type: ignore[misc]
-                except NoScriptError as exc:
-                    replies = [exc]
-            else:
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    for keys, args in calls:
-                        pipe.evalsha(self._advance.sha, len(keys), *keys, *args)
-                    replies = await pipe.execute(raise_on_error=False)
-            if attempt == 0 and any(isinstance(r, NoScriptError) for r in replies):
-                await self.redis.script_load(ADVANCE)  # a restarted or flushed Redis lost the script
-                continue
-            break
-        return replies
+            return await self.redis.evalsha(self._advance.sha, len(keys), *keys, *args)  # type: ignore[misc]
+        except NoScriptError:
+            await self.redis.script_load(ADVANCE)  # a restarted or flushed Redis lost the script
+            return await self.redis.evalsha(self._advance.sha, len(keys), *keys, *args)  # type: ignore[misc]
