@@ -21,7 +21,7 @@ from mcp_batch.records import ItemRecord
 from mcp_batch.store.batch_row import BatchMeta
 from mcp_batch.store.claims import Claim, Claims
 
-_LINGER = 0.002  # seconds a finished record may wait for others to share its round trip
+_LINGER = 0.01  # seconds a finished record may wait for others to share its round trip (read-ahead only)
 _FAST_CALL = 0.05  # seconds: calls faster than this on average are read ahead
 _PACE = 0.2  # weight of the latest call in the running average of call times
 
