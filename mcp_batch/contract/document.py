@@ -11,20 +11,21 @@ never finished (`BatchRow.orphaned`). So every item of an ended batch has exactl
 
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
+from mcp_batch.contract import plain_items
+from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.models import (
     FAILED_ITEM,
     TERMINAL_BATCH,
     BatchDocument,
     Counts,
-    ItemResult,
     ItemStatus,
 )
 from mcp_batch.records import iso
-from mcp_batch.store.batch_row import LIMITS, BatchRow, Spec
+from mcp_batch.store.batch_row import LIMITS, BatchRow
 
 # What an item that never ran becomes when its batch halts for this reason.
 HALTED = {"stop": ItemStatus.skipped, "cancel": ItemStatus.cancelled, "expire": ItemStatus.expired}
@@ -48,39 +49,40 @@ def unrun_index(row: BatchRow, seq: int) -> int:
     return row.claimed + rank if rank < never_claimed else row.orphaned[rank - never_claimed]
 
 
-def unrun_item(index: int, spec: Spec, row: BatchRow) -> ItemResult:
-    """An item of an ended batch that never finished, as the document shows it."""
+def unrun_item(head: Mapping[str, Any], row: BatchRow) -> PlainItem:
+    """An item of an ended batch that never finished (`head`: its call's index, id, server, tool), as the document
+    shows it."""
     status = HALTED.get(row.halt or "", ItemStatus.pending)
-    head = {"index": index, "id": spec.id, "server": spec.server, "tool": spec.tool}
-    return ItemResult.model_validate(head | {"status": status, "seq": unrun_seq(row, index)})
+    return plain_items.item({**head, "status": status.value, "seq": unrun_seq(row, head["index"])})
 
 
-def render(
-    batch_id: str,
-    row: BatchRow,
-    offset: int,
-    specs: list[Spec],
-    records: dict[int, bytes],
-    failed: list[tuple[str, int]],
-) -> BatchDocument:
-    """The document of a batch from its row, one page of its specs and their records, and its failed (id, index)."""
+def page_items(row: BatchRow, heads: list[dict[str, Any]], records: Mapping[int, bytes]) -> list[PlainItem]:
+    """The items of these calls (each head: its index, id, server, tool) as plain data: from its record when it has
+    one, else the state derived for it."""
+    claimed, ended = row.claimed, row.status in TERMINAL_BATCH
+    rest = HALTED.get(row.halt or "", ItemStatus.pending).value  # the status of items that never ran, once halted
+    items = []
+    for head in heads:
+        index = head["index"]
+        record = records.get(index)
+        if record is not None:
+            items.append(plain_items.stored(head, record))
+        elif index < claimed and not ended:
+            items.append(plain_items.item({**head, "status": ItemStatus.running.value}))
+        elif ended:
+            items.append(plain_items.item({**head, "status": rest, "seq": unrun_seq(row, index)}))
+        else:
+            items.append(plain_items.item({**head, "status": rest}))
+    return items
+
+
+def summary(batch_id: str, row: BatchRow, offset: int, shown: int, failed: list[tuple[str, int]]) -> BatchDocument:
+    """The document of a batch from its row and its failed (id, index), its `results` left empty: the page of
+    `shown` items from `offset` is the caller's to fill in (`next_offset` follows it)."""
     total, claimed, finished = row.total, row.claimed, row.finished
     ended = row.status in TERMINAL_BATCH
     rest = HALTED.get(row.halt or "")  # the status of items that will not run, once the batch halts
     n = dict(row.counts)
-    results = []
-    for k, spec in enumerate(specs):
-        index = offset + k
-        item: dict[str, Any] = {"index": index, "id": spec.id, "server": spec.server, "tool": spec.tool}
-        if index in records:
-            item.update(json.loads(records[index]))
-        elif index < claimed and not ended:
-            item["status"] = ItemStatus.running
-        else:
-            item["status"] = rest or ItemStatus.pending
-            if ended:
-                item["seq"] = unrun_seq(row, index)
-        results.append(ItemResult.model_validate(item))
     unrun = total - finished if ended else total - claimed  # items that will not run (if halted) or wait
     if rest is not None:
         n[rest] += unrun
@@ -106,12 +108,12 @@ def render(
         failed_ids=[item_id for item_id, _ in failed],
         failed_indexes=[index for _, index in failed],
         stopped_at=row.stopped_at,
-        results=results,
+        results=[],
         results_offset=offset,
         limits=LIMITS.validate_json(row.limits),
         read_only=row.read_only,
         response_max_bytes=row.response_max_bytes,
-        next_offset=offset + len(results) if offset + len(results) < total else None,
+        next_offset=offset + shown if offset + shown < total else None,
         deadline_at=iso(row.deadline_at),
         retention_seconds=row.retention,
         expires_at=iso(end + row.retention) if end is not None else None,

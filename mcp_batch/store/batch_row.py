@@ -199,6 +199,15 @@ class Spec:
     cursor: str | None = None  # the call reads a page of an earlier item instead of calling its backend
 
 
+def load_head(index: int, raw: bytes) -> dict[str, Any]:
+    """What an item shows of its stored call: its index, id, server and tool (a read of many items wants no more)."""
+    try:
+        spec = orjson.loads(raw)
+    except orjson.JSONDecodeError:  # arguments only Python's json reads (NaN): they are not needed here
+        spec = json.loads(raw)
+    return {"index": index, "id": spec["id"], "server": spec["server"], "tool": spec["tool"]}
+
+
 def dump_spec(index: int, call: Call) -> str:
     spec: dict[str, Any] = {"id": call.id or str(index), "server": call.server, "tool": call.tool}
     spec["arguments"] = call.arguments

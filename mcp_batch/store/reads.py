@@ -11,16 +11,28 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from mcp_batch.contract.document import render, unrun_index, unrun_item
+from mcp_batch.contract import plain_items
+from mcp_batch.contract.document import page_items, summary, unrun_index, unrun_item
+from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.errors import BatchNotFound, ItemNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchStatus, ItemResult, ItemStatus
-from mcp_batch.store.batch_row import META_FIELDS, BatchMeta, BatchRow, Spec, load_spec, parse_meta, parse_row
+from mcp_batch.store.batch_row import (
+    META_FIELDS,
+    BatchMeta,
+    BatchRow,
+    Spec,
+    load_head,
+    load_spec,
+    parse_meta,
+    parse_row,
+)
 from mcp_batch.store.channels import Listener
 from mcp_batch.tenants import DEFAULT_TENANT
 
 _CHUNK = 1_000  # indexes, ids or call specs per Redis command
 _RECORD_CHUNK = 100  # result records per read: a record may be large
+_GAP = 32  # call specs read past that no item of the chunk needs, at most, between two it does (see `spans`)
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,29 @@ class Located:
     item: ItemResult
     spec: Spec
     tenant: str
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of a batch: its document (`results` left empty) and the page's items as plain data."""
+
+    document: BatchDocument
+    items: list[PlainItem]
+
+
+def spans(indexes: list[int], gap: int = _GAP) -> list[tuple[int, int]]:
+    """The runs (first, last) that cover these indexes, sorted, with at most `gap` unneeded indexes inside each: so
+    the calls of items that finished near each other come in one LRANGE, and no run reads many it does not need."""
+    runs: list[tuple[int, int]] = []
+    ordered = sorted(set(indexes))
+    first = last = ordered[0]
+    for index in ordered[1:]:
+        if index - last > gap + 1:
+            runs.append((first, last))
+            first = index
+        last = index
+    runs.append((first, last))
+    return runs
 
 
 def _failed(raw: list[tuple[bytes, float]]) -> list[tuple[str, int]]:
@@ -72,8 +107,8 @@ class Reads:
         deadline = None if raw[1] is None else float(raw[1])
         return int(raw[0]), deadline, BatchStatus(raw[2].decode()), (raw[3] or DEFAULT_TENANT.encode()).decode()
 
-    async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
-        """Assemble the batch document, building only the results page asked for."""
+    async def page(self, batch_id: str, offset: int = 0, limit: int | None = None) -> Page:
+        """The batch document and the page of its items asked for, as plain data (all of them without a limit)."""
         meta_k, calls_k, results_k, failed_k = self.keys.batch_keys(batch_id)[:4]
         end = -1 if limit is None else offset + limit - 1
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -95,13 +130,21 @@ class Reads:
             records = {int(k): v for k, v in raw_results.items()}
         else:
             records = {offset + i: v for i, v in enumerate(raw_results) if v is not None}
-        return render(batch_id, row, offset, [load_spec(c) for c in raw_calls], records, _failed(raw_failed))
+        heads = [load_head(offset + k, raw) for k, raw in enumerate(raw_calls)]
+        items = page_items(row, heads, records)
+        return Page(summary(batch_id, row, offset, len(items), _failed(raw_failed)), items)
+
+    async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
+        """Assemble the batch document, building only the results page asked for."""
+        found = await self.page(batch_id, offset, limit)
+        found.document.results = [ItemResult.model_validate(item) for item in found.items]
+        return found.document
 
     async def snapshot(self, batch_id: str) -> tuple[BatchDocument, BatchRow]:
         """The document without results and the row it was made from (its `finished` is the length of the list of
         finished items), read at one instant."""
         row = await self.row(batch_id)
-        return render(batch_id, row, 0, [], {}, []), row
+        return summary(batch_id, row, 0, 0, []), row
 
     async def item(self, batch_id: str, item_id: str) -> ItemResult:
         """One item, whole, by its id."""
@@ -128,15 +171,16 @@ class Reads:
         row = parse_row(raw_meta)
         if row is None or raw_spec is None:
             return None
-        spec = load_spec(raw_spec)
         records = {} if record is None else {index: record}
-        return Located(render(batch_id, row, index, [spec], records, []).results[0], spec, row.tenant)
+        (found,) = page_items(row, [load_head(index, raw_spec)], records)
+        return Located(ItemResult.model_validate(found), load_spec(raw_spec), row.tenant)
 
     async def finished_since(
         self, batch_id: str, after: int, row: BatchRow, chunk: int = 500
-    ) -> AsyncIterator[list[ItemResult]]:
-        """Items in finish order after the `after`-th, as of `row` (a snapshot), in chunks, each with its `seq`: the
-        finished ones, then, once the batch has ended, those that never finished (see contract/document.py)."""
+    ) -> AsyncIterator[list[PlainItem]]:
+        """Items in finish order after the `after`-th, as of `row` (a snapshot), in chunks, as plain data, each with
+        its `seq`: the finished ones, then, once the batch has ended, those that never finished (see
+        contract/document.py). A chunk's records come in one HMGET, its calls in an LRANGE per run of near indexes."""
         keys = self.keys
         finished_k, results_k, calls_k = keys.finished(batch_id), keys.results(batch_id), keys.calls(batch_id)
         position, end = after, row.ended_items
@@ -148,21 +192,23 @@ class Reads:
                 indexes = [int(i) for i in raw]
             else:
                 indexes = [unrun_index(row, seq) for seq in range(position + 1, stop + 1)]
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.hmget(results_k, indexes or [0])
-                for index in indexes:
-                    pipe.lindex(calls_k, index)
-                records, *specs = await pipe.execute()
-            if not indexes or any(spec is None for spec in specs):
+            if not indexes:
                 raise BatchNotFound(batch_id)  # expired while being read
+            runs = spans(indexes)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hmget(results_k, indexes)
+                for first, last in runs:
+                    pipe.lrange(calls_k, first, last)
+                records, *calls = await pipe.execute()
+            specs: dict[int, bytes] = {}
+            for (first, last), found in zip(runs, calls, strict=True):
+                if len(found) != last - first + 1:
+                    raise BatchNotFound(batch_id)  # expired while being read
+                specs.update(zip(range(first, last + 1), found, strict=True))
             items = []
-            for n, (index, record, raw_spec) in enumerate(zip(indexes, records, specs, strict=False)):
-                spec = load_spec(raw_spec)
-                if record is None:
-                    items.append(unrun_item(index, spec, row))
-                    continue
-                head = {"index": index, "id": spec.id, "server": spec.server, "tool": spec.tool}
-                items.append(ItemResult.model_validate(head | json.loads(record) | {"seq": position + n + 1}))
+            for seq, index, record in zip(range(position + 1, stop + 1), indexes, records, strict=False):
+                head = load_head(index, specs[index])
+                items.append(unrun_item(head, row) if record is None else plain_items.stored(head, record, seq))
             position += len(indexes)
             yield items
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.store import Store
@@ -38,9 +39,15 @@ class Event:
 KEEP_ALIVE = Event("keep-alive")
 
 
+def _item_event(item: PlainItem) -> Event:
+    seq = item.get("seq")
+    fields = {"seq": seq, "index": item["index"], "id": item["id"], "status": item["status"]}
+    return Event("item", fields | {"server": item["server"], "tool": item["tool"]}, seq)
+
+
 async def _events(
     store: Store, batch_id: str, after: int, check_seconds: float, max_seconds: float, heartbeat_seconds: float
-) -> AsyncIterator[Event]:
+) -> AsyncIterator[list[Event]]:
     loop = asyncio.get_running_loop()
     give_up = loop.time() + max_seconds
     quiet_since = loop.time()
@@ -57,44 +64,45 @@ async def _events(
         first = shown is None
         if first:
             shown, sent = (document.status, counts), True
-            yield Event("progress", {"status": document.status.value, "counts": counts})
+            yield [Event("progress", {"status": document.status.value, "counts": counts})]
         finished = row.ended_items  # once ended, the items that never ran too
         if finished > position:
             async for chunk in store.reads.finished_since(batch_id, position, row):
-                for item in chunk:
-                    fields = {"seq": item.seq, "index": item.index, "id": item.id, "status": item.status.value}
-                    yield Event("item", fields | {"server": item.server, "tool": item.tool}, item.seq)
+                yield [_item_event(item) for item in chunk]
             position, sent = finished, True
         if not first and (document.status, counts) != shown:
             shown, sent = (document.status, counts), True
-            yield Event("progress", {"status": document.status.value, "counts": counts})
+            yield [Event("progress", {"status": document.status.value, "counts": counts})]
         if ended:
-            yield Event(
-                "end",
-                {
-                    "status": document.status.value,
-                    "ok": document.ok,
-                    "counts": counts,
-                    "finished_at": document.finished_at,
-                },
-            )
+            yield [
+                Event(
+                    "end",
+                    {
+                        "status": document.status.value,
+                        "ok": document.ok,
+                        "counts": counts,
+                        "finished_at": document.finished_at,
+                    },
+                )
+            ]
             return
         now = loop.time()
         if sent:
             quiet_since = now
         elif now - quiet_since >= heartbeat_seconds:
-            yield KEEP_ALIVE
+            yield [KEEP_ALIVE]
             quiet_since = now
         if now >= give_up:
             detail = "the stream's time limit was reached: reconnect with Last-Event-ID to resume"
-            yield Event("timeout", {"detail": detail, "after": position})
+            yield [Event("timeout", {"detail": detail, "after": position})]
             return
         await store.reads.wait(batch_id, min(check_seconds, give_up - now, quiet_since + heartbeat_seconds - now))
 
 
-async def progress(app: Services, batch_id: str, after: int) -> AsyncIterator[Event]:
+async def progress(app: Services, batch_id: str, after: int) -> AsyncIterator[list[Event]]:
     """The events of a batch from the item after seq `after` on, ending with `end` (or `timeout` after the
-    stream's time limit, or `error` if storage fails or the batch disappears); a keep-alive after a quiet spell."""
+    stream's time limit, or `error` if storage fails or the batch disappears); a keep-alive after a quiet spell.
+    Events come in runs, each ready at once (a chunk of items): a run is one write to the stream."""
     settings = app.settings
     check, most, heartbeat = (
         settings.events_check_seconds,
@@ -102,10 +110,10 @@ async def progress(app: Services, batch_id: str, after: int) -> AsyncIterator[Ev
         settings.events_heartbeat_seconds,
     )
     try:
-        async for event in _events(app.store, batch_id, after, check, most, heartbeat):
-            yield event
+        async for events in _events(app.store, batch_id, after, check, most, heartbeat):
+            yield events
     except RedisError as exc:
         logger.warning("event stream of batch %s stopped: %s", batch_id, type(exc).__name__)
-        yield Event("error", {"detail": "storage unavailable"})
+        yield [Event("error", {"detail": "storage unavailable"})]
     except BatchNotFound:
-        yield Event("error", {"detail": "batch not found (it expired or was removed)"})
+        yield [Event("error", {"detail": "batch not found (it expired or was removed)"})]

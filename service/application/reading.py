@@ -4,12 +4,12 @@ applies the budget and the deadline the same way."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any, cast
 
-from mcp_batch.contract import budget
+from mcp_batch.contract import budget, plain_items
 from mcp_batch.contract.cursors import Position, cursor_length, locate
 from mcp_batch.errors import InvalidCursor
 from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
@@ -25,14 +25,14 @@ async def document(app: Services, batch_id: str, offset: int = 0, limit: int | N
     if deadline is not None and deadline <= time.time() and status not in TERMINAL_BATCH:
         await store.leases.expire(batch_id)  # workers apply deadlines within a second; this covers no workers
     page = budget.most_items(max_bytes) if limit is None else min(limit, budget.most_items(max_bytes))
-    found = await store.reads.document(batch_id, offset, page)
-    dumped = [item.model_dump(mode="json") for item in found.results]
-    items, removed, resumes = budget.fit(dumped, max_bytes, cursor_length(batch_id))
+    found = await store.reads.page(batch_id, offset, page)
+    items, removed, resumes = budget.fit(cast(list[dict[str, Any]], found.items), max_bytes, cursor_length(batch_id))
     for k, (block, char) in resumes.items():
         items[k]["next_cursor"] = app.cursors.issue(tenant, Position(batch_id, items[k]["index"], block, char))
-    found.results = [ItemResult.model_validate(item) for item in items]
-    found.truncated, found.truncated_bytes = removed > 0, removed
-    return found
+    document = found.document
+    document.results = [ItemResult.model_validate(item) for item in items]
+    document.truncated, document.truncated_bytes = removed > 0, removed
+    return document
 
 
 async def wait(app: Services, batch_id: str, seconds: float) -> None:
@@ -82,9 +82,9 @@ async def results(app: Services, batch_id: str, statuses: set[ItemStatus] | None
 
     async def lines() -> AsyncIterator[bytes]:
         async for chunk in store.reads.finished_since(batch_id, after, row):
-            for found in chunk:
-                if statuses is None or found.status in statuses:
-                    yield json.dumps(found.model_dump(mode="json"), ensure_ascii=False).encode() + b"\n"
+            wanted = chunk if statuses is None else [found for found in chunk if found["status"] in statuses]
+            if wanted:  # a chunk's lines in one piece of the response
+                yield b"".join(plain_items.line(found) for found in wanted)
 
     return Results(lines(), max(after, row.ended_items))
 

@@ -235,7 +235,7 @@ async def test_claimed_items_that_never_finished_take_the_last_seqs_once_the_bat
     assert row.status == "cancelled" and row.orphaned == (a.index, c.index) and row.ended_items == 5
     listed = [item async for chunk in store.reads.finished_since(batch_id, 0, row) for item in chunk]
     # The finished one, then the never-claimed ones in index order, then the claimed ones that never finished.
-    assert [(item.seq, item.index, item.status) for item in listed] == [
+    assert [(item.get("seq"), item["index"], item["status"]) for item in listed] == [
         (1, 1, "ok"),
         (2, 3, "cancelled"),
         (3, 4, "cancelled"),
@@ -243,4 +243,4 @@ async def test_claimed_items_that_never_finished_take_the_last_seqs_once_the_bat
         (5, 2, "cancelled"),
     ]
     document = await store.reads.document(batch_id)
-    assert {item.index: item.seq for item in document.results} == {item.index: item.seq for item in listed}
+    assert {item.index: item.seq for item in document.results} == {item["index"]: item.get("seq") for item in listed}

@@ -83,3 +83,25 @@ async def test_cancelled_items_that_never_ran_are_listed_once_the_batch_ends(cli
     assert sorted(line["id"] for line in lines) == sorted(call["id"] for call in calls)
     assert [line["seq"] for line in lines] == list(range(1, 31)) and next_after == "30"
     assert document["counts"]["cancelled"] == sum(line["status"] == "cancelled" for line in lines) > 0
+
+
+async def test_each_line_of_results_is_the_documents_item_field_for_field(client: httpx.AsyncClient) -> None:
+    calls = [
+        {"id": "text", "server": "demo", "tool": "echo", "arguments": {"message": "é ✓"}},
+        {"id": "structured", "server": "demo", "tool": "measure", "arguments": {"value": 1.5}},
+        {"id": "reflected", "server": "demo", "tool": "reflect", "arguments": {"data": {"n": [1, None, "x"]}}},
+        {"id": "failing", "server": "demo", "tool": "fail"},
+        {"id": "nowhere", "server": "nowhere", "tool": "echo"},
+        {"id": "never", "server": "demo", "tool": "echo"},
+    ]
+    document = await run_batch(client, calls, mode="serial", on_error="stop")
+    statuses = [item["status"] for item in document["results"]]
+    assert statuses == ["ok", "ok", "ok", "error", "skipped", "skipped"], statuses
+    lines, _ = await results(client, document["id"])
+    by_index = {item["index"]: item for item in document["results"]}
+    assert sorted(line["index"] for line in lines) == sorted(by_index)
+    for line in lines:
+        assert line == by_index[line["index"]]
+        assert list(line) == list(by_index[line["index"]])  # the fields in the same order too
+    item = (await client.get(f"/v1/batches/{document['id']}/items/structured")).json()
+    assert item == by_index[1] and item["structured_content"] is not None
