@@ -30,8 +30,8 @@ def same(found: dict[str, Any], expected: dict[str, Any]) -> None:
 
 def stored(item_record: Any, seq: int | None = 7) -> bytes:
     """A record as the store keeps it: the worker's JSON with the store's seq."""
-    text = dump(item_record)
-    return (text[:-1] + f',"seq":{seq}}}' if seq is not None else text).encode()
+    raw = dump(item_record)
+    return raw[:-1] + f',"seq":{seq}}}'.encode() if seq is not None else raw
 
 
 def worker_record(**extra: Any) -> Any:
