@@ -1,17 +1,23 @@
 """Large request bodies are parsed and validated in a worker thread, in steps short enough that the event loop keeps
 answering other requests meanwhile.
 
-A thread alone is not enough: CPython's JSON parser and pydantic's validator are C and Rust code that hold the GIL
-from start to end, so one 100,000-call body would still stop the loop for a second or more. Here the parser's hooks
-give the GIL away every few hundred values, and a long list of models (a batch's `calls`) is validated a chunk at a
-time. What comes out is exactly what `json_body.loads` and `model.model_validate` would give, errors included.
+A thread alone is not enough: JSON parsers and pydantic's validator are C and Rust code that hold the GIL from start
+to end, so one 100,000-call body would still stop the loop for a second or more. Here the body is parsed a piece of
+a few hundred kilobytes at a time (`json_body.loads` with a `pause`), a long list of models (a batch's `calls`) is
+validated a chunk at a time, and, while a large body is in hand, the interpreter's switch interval is 1 ms: the
+loop's thread gets the GIL within a millisecond of asking, at the end of the step in hand. What comes out is exactly
+what `json_body.loads` and `model.model_validate` would give, errors included. What the body leaves behind is freed
+by a thread of its own, a chunk at a time, while the answer goes out (`drain`).
 """
 
 from __future__ import annotations
 
 import gc
+import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, TypeVar, get_args, get_origin
@@ -34,30 +40,61 @@ class InvalidBody(ValueError):
         self.errors = errors
 
 
-_paused = 0  # large bodies in hand; the collector runs only when none is (counted on the event loop's thread)
+_lock = threading.Lock()
+_paused = 0  # large bodies in hand or being freed; the collector runs only when none is
+_SWITCH_INTERVAL = 0.001  # seconds, while a large body is in hand (the interpreter's default is 5 ms)
+_switch_interval = sys.getswitchinterval()
+_freeing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="body-free")  # see drain
+
+
+def _pause() -> None:
+    global _paused, _switch_interval
+    with _lock:
+        if _paused == 0:
+            gc.disable()
+            _switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_interval, _SWITCH_INTERVAL))
+        _paused += 1
+
+
+def _resume() -> None:
+    global _paused
+    with _lock:
+        _paused -= 1
+        if _paused == 0:
+            gc.enable()
+            sys.setswitchinterval(_switch_interval)
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """No automatic garbage collection while a large body is in hand. A 100,000-call body is a million objects
-    alive for a few seconds; every collection that reaches them scans them all holding the GIL (0.3-0.6 s each,
-    several per request with the default thresholds). They hold no cycles: reference counting frees them once the
-    request is answered, and the collector, resumed, finds a heap of the usual size."""
-    global _paused
-    if _paused == 0:
-        gc.disable()
-    _paused += 1
+    """No automatic garbage collection while a large body is in hand, and a shorter switch interval.
+
+    A 100,000-call body is a million objects alive for a few seconds; every collection that reaches them scans them
+    all holding the GIL (0.3-0.6 s each, several per request with the default thresholds). They hold no cycles:
+    reference counting frees them once the request is answered, and the collector, resumed, finds a heap of the
+    usual size. And the event loop's thread, wanting the GIL from a worker thread busy with the body, gets it
+    within a millisecond instead of five, at the end of the step in hand (every step is short)."""
+    _pause()
     try:
         yield
     finally:
-        _paused -= 1
-        if _paused == 0:
-            gc.enable()
+        _resume()
+
+
+_GIVE_WAY_EVERY = 0.005  # seconds: the interpreter's default switch interval
+_gave_way = 0.0
 
 
 def give_way() -> None:
-    """Let another thread (the event loop's) take the GIL now, if it is waiting for it."""
-    time.sleep(0)
+    """Let another thread (the event loop's) take the GIL now, if it is waiting for it; at most once per 5 ms. Each
+    time is a trip through the scheduler, costly on a loaded machine, and the interpreter hands the GIL to a thread
+    that has waited a switch interval anyway: this only shortens that wait."""
+    global _gave_way
+    now = time.perf_counter()
+    if now - _gave_way >= _GIVE_WAY_EVERY:
+        _gave_way = now
+        time.sleep(0)
 
 
 def parse(body: bytes, max_depth: int, model: type[M] | None = None) -> Any:
@@ -69,26 +106,47 @@ def parse(body: bytes, max_depth: int, model: type[M] | None = None) -> Any:
     try:
         return validate(model, value)
     finally:
-        drain(value)  # the parsed JSON is freed here, a chunk at a time, not in one stop
+        drain(value)  # the parsed JSON is freed meanwhile, a chunk at a time, not in one stop
 
 
-def drain(value: Any) -> None:
-    """For a worker thread: empty the long lists of `value` (a JSON object's or a model's), a chunk at a time.
+def drain(value: Any) -> Future[None] | None:
+    """Free the long lists of `value` (a JSON object's or a model's) in a thread of their own, a chunk at a time,
+    and return at once (with the freeing's future; None: nothing to free). The collector stays paused until they
+    are freed.
 
     Freeing a 100,000-call body is C code from its first object to its last (0.1 s and more): whichever thread drops
-    the last reference holds the GIL throughout. Emptied here, each chunk is a short stop."""
-    fields = (
+    the last reference holds the GIL throughout. Emptied a chunk at a time, each is a short stop; and done by a
+    thread of its own, it waits for no answer (a request's answer is sent meanwhile)."""
+    lists = [field for field in _fields(value) if isinstance(field, list) and len(field) > _CHUNK]
+    if not lists:
+        return None
+    held = [items[:] for items in lists]
+    for items in lists:
+        items.clear()  # nothing is freed here: `held` holds every item
+    _pause()
+    return _freeing.submit(_free, held)
+
+
+def _fields(value: Any) -> Any:
+    """The fields of a model, the values of a JSON object, or the value itself."""
+    return (
         value.__dict__.values()
         if isinstance(value, BaseModel)
         else value.values()
         if isinstance(value, dict)
         else [value]
     )
-    for field in fields:
-        if isinstance(field, list):
-            while len(field) > _CHUNK:
-                del field[-_CHUNK:]
+
+
+def _free(held: list[list[Any]]) -> None:
+    """The freeing thread's work: empty `held` a chunk at a time, then resume the collector."""
+    try:
+        for items in held:
+            while items:
+                del items[-_CHUNK:]
                 give_way()
+    finally:
+        _resume()
 
 
 def validate(model: type[M], data: Any) -> M:

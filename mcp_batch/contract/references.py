@@ -7,8 +7,10 @@ DAG: no cycle can be written. A string whose `@name` is not an earlier call's id
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+import orjson
 
 
 class MissingPath(Exception):
@@ -42,8 +44,34 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def may_reference(arguments: Any) -> bool:
-    """Cheap pre-test: does any string look like a reference at all?"""
-    return any(text.startswith("@") and "." in text for text in _strings(arguments))
+    """Cheap pre-test: does any string look like a reference at all? (Once per call of a batch: a loop, not
+    `_strings`' generators.)"""
+    pending = [arguments]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            if value.startswith("@") and "." in value:
+                return True
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return False
+
+
+def any_may_reference(arguments: Sequence[Any], chunk: int = 1_000) -> bool:
+    """`may_reference` for any of many calls' arguments. A reference is a string that starts with '@', which orjson
+    writes as `"@`: the arguments are written a chunk at a time and only a chunk whose JSON holds `"@` (or that
+    orjson cannot write) is looked at call by call."""
+    for start in range(0, len(arguments), chunk):
+        part = arguments[start : start + chunk]
+        try:
+            plain = b'"@' not in orjson.dumps(part)
+        except orjson.JSONEncodeError:  # an integer over 64 bits
+            plain = False
+        if not plain and any(may_reference(one) for one in part):
+            return True
+    return False
 
 
 def dependencies(arguments: Any, ids: Mapping[str, int], before: int) -> set[int]:

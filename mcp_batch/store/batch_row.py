@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,14 +208,45 @@ def load_head(index: int, raw: bytes) -> dict[str, Any]:
     return {"index": index, "id": spec["id"], "server": spec["server"], "tool": spec["tool"]}
 
 
-def dump_spec(index: int, call: Call) -> str:
+def dump_specs(calls: Sequence[Call], start: int = 0) -> list[bytes]:
+    """The stored form of calls `start`, `start + 1`...: compact UTF-8 JSON of `id` (the index when the call has
+    none), `server`, `tool`, `arguments`, and `timeout_seconds` and `cursor` when set (what `load_spec` reads).
+
+    Written a call at a time by orjson, in pieces: what precedes the arguments is written once per server and tool
+    (a batch has few), and a dict per call is not built; `json` (ASCII) writes a call orjson cannot (an integer
+    over 64 bits)."""
+    dumps = orjson.dumps
+    heads: dict[tuple[str, str], bytes] = {}
+    specs = []
+    for index, call in enumerate(calls, start):
+        try:
+            head = heads.get((call.server, call.tool))
+            if head is None:
+                head = b',"server":%b,"tool":%b,"arguments":' % (dumps(call.server), dumps(call.tool))
+                heads[call.server, call.tool] = head
+            spec = [b'{"id":"%d"' % index if call.id is None else b'{"id":' + dumps(call.id), head]
+            spec.append(dumps(call.arguments))
+            if call.timeout_seconds is not None:
+                spec += (b',"timeout_seconds":', dumps(call.timeout_seconds))
+            if call.cursor is not None:
+                spec += (b',"cursor":', dumps(call.cursor))
+        except orjson.JSONEncodeError:
+            specs.append(_dump_spec(index, call))
+            continue
+        spec.append(b"}")
+        specs.append(b"".join(spec))
+    return specs
+
+
+def _dump_spec(index: int, call: Call) -> bytes:
+    """One call's stored form, by `json` (its ASCII escapes write what UTF-8 cannot)."""
     spec: dict[str, Any] = {"id": call.id or str(index), "server": call.server, "tool": call.tool}
     spec["arguments"] = call.arguments
     if call.timeout_seconds is not None:
         spec["timeout_seconds"] = call.timeout_seconds
     if call.cursor is not None:
         spec["cursor"] = call.cursor
-    return json.dumps(spec)
+    return json.dumps(spec).encode()
 
 
 _LONG_NUMBER = re.compile(rb"\d{19}")  # may be an integer past 64 bits, which orjson would read as a float

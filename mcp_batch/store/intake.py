@@ -1,10 +1,12 @@
 """Storing a large batch without holding up the event loop, and the tenant's ceiling on stored bytes (part of
 `Submits.create`).
 
-A 100,000-call batch is 100,000 JSON encodings, a MULTI of 200,000 arguments that redis-py packs on the event loop,
-and as many objects to free: encoded and freed in a worker thread, its calls and ids written a chunk per round trip
-ahead of the MULTI (nothing reads them until the MULTI writes the batch's meta, and they expire soon if it never
-comes). The bytes of a batch's stored calls count under its tenant until the batch is gone (scripts.RESERVE_STORED).
+A 100,000-call batch is 100,000 JSON encodings and a MULTI of 200,000 arguments, which redis-py would pack on the
+event loop (at a microsecond or so each). A large batch's calls and ids are instead staged ahead of its MULTI: a
+worker thread encodes them a step at a time, with the commands that write them already packed, and the loop sends
+each step's on one connection while the thread encodes the next (Redis stores one step while the next is made), then
+reads the replies. Nothing reads them until the MULTI writes the batch's meta, and they expire soon if it never
+comes. The bytes of a batch's stored calls count under its tenant until the batch is gone (scripts.RESERVE_STORED).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
@@ -21,51 +24,101 @@ from mcp_batch.keys import Keys
 from mcp_batch.models import Call
 
 CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
-STAGE_OVER = 5_000  # a batch with more calls writes them ahead of its MULTI
+STAGE_OVER = 5_000  # a batch with more calls is staged ahead of its MULTI
+_STEP = 10 * CHUNK  # calls a worker thread encodes in one go while the loop sends the step before
 _STAGED_SECONDS = 600  # how long staged calls outlive a submit that failed before its MULTI
 _RESERVED_GRACE_MS = 600_000  # a reservation this young counts though its batch's meta is not written yet
-_OFF_LOOP_CALLS = 1_000  # a batch with more calls is encoded and freed in a worker thread
+_OFF_LOOP_CALLS = 1_000  # a batch with more calls is encoded in a worker thread
 
-Encoded = tuple[list[str], list[tuple[str, int]]]
-
-
-async def encode(calls: list[Call], spec: Callable[[int, Call], str]) -> Encoded:
-    """The stored form of each call, and each call's (id, index); in a worker thread for a large batch."""
-
-    def run() -> Encoded:
-        specs = [spec(i, c) for i, c in enumerate(calls)]
-        return specs, [(c.id or str(i), i) for i, c in enumerate(calls)]
-
-    return await asyncio.to_thread(run) if len(calls) > _OFF_LOOP_CALLS else run()
+Specs = Callable[[list[Call], int], list[bytes]]  # the stored form of calls, given the first one's index
 
 
-async def release(specs: list[str], ids: list[tuple[str, int]]) -> None:
-    """Free a large batch's encoded calls off the loop, a chunk at a time (freeing them at once is one long stop)."""
+@dataclass
+class Encoded:
+    """A batch's calls as its MULTI writes them: each call's spec, and the fields of the ids hash (id, index, id,
+    index...)."""
 
-    def drain() -> None:
-        for items in (specs, ids):
-            while items:
-                del items[-CHUNK:]
-                time.sleep(0)  # let the event loop's thread take the GIL between chunks
+    specs: list[bytes]
+    ids: list[bytes]
 
-    if len(specs) > _OFF_LOOP_CALLS:
-        await asyncio.to_thread(drain)
+    @property
+    def stored(self) -> int:
+        """The bytes of the specs (what the tenant's ceiling counts)."""
+        return sum(map(len, self.specs))
+
+    def chunk(self, start: int) -> tuple[list[bytes], list[bytes]]:
+        """The specs of calls `start` to `start + CHUNK`, and their ids' fields."""
+        return self.specs[start : start + CHUNK], self.ids[2 * start : 2 * (start + CHUNK)]
 
 
-async def stage(redis: Redis, keys: Keys, batch_id: str, specs: list[str], ids: list[tuple[str, int]]) -> None:
-    """Write a large batch's calls and ids ahead of its MULTI, briefly kept (the MULTI gives them the batch's life)."""
-    calls, ids_key = keys.calls(batch_id), keys.ids(batch_id)
+def _encoded(calls: list[Call], specs_of: Specs, start: int = 0) -> Encoded:
+    """Calls `start`, `start + 1`... as stored."""
+    specs = specs_of(calls, start)
+    indexes = [b"%d" % i for i in range(start, start + len(calls))]
+    ids = [index if c.id is None else c.id.encode() for index, c in zip(indexes, calls, strict=True)]
+    fields: list[bytes] = [b""] * (2 * len(calls))
+    fields[0::2], fields[1::2] = ids, indexes
+    return Encoded(specs, fields)
+
+
+async def encode(calls: list[Call], specs: Specs) -> Encoded:
+    """The stored form of a batch written in its MULTI; in a worker thread for a large one."""
+    return await asyncio.to_thread(_encoded, calls, specs) if len(calls) > _OFF_LOOP_CALLS else _encoded(calls, specs)
+
+
+async def stage(redis: Redis, keys: Keys, batch_id: str, calls: list[Call], specs: Specs) -> int:
+    """Write a large batch's calls and ids ahead of its MULTI, briefly kept (the MULTI gives them the batch's life);
+    their stored bytes. A failure removes what was written."""
+    calls_key, ids_key = keys.calls(batch_id).encode(), keys.ids(batch_id).encode()
+    ttl = b"%d" % _STAGED_SECONDS
+
+    def step(start: int) -> tuple[list[bytes], int]:
+        """The packed commands of calls `start` to `start + _STEP`, and the bytes of their specs."""
+        encoded = _encoded(calls[start : start + _STEP], specs, start)
+        packed = [
+            _packed(b"RPUSH", calls_key, *chunk_specs) + _packed(b"HSET", ids_key, *chunk_ids)
+            for chunk_specs, chunk_ids in map(encoded.chunk, range(0, len(encoded.specs), CHUNK))
+        ]
+        if start == 0:  # the keys exist now: they expire unless the MULTI comes
+            packed[0] += _packed(b"EXPIRE", calls_key, ttl) + _packed(b"EXPIRE", ids_key, ttl)
+        return packed, encoded.stored
+
+    pool = redis.connection_pool
+    stored = 0
     try:
-        for start in range(0, len(specs), CHUNK):
-            async with redis.pipeline(transaction=False) as pipe:
-                pipe.rpush(calls, *specs[start : start + CHUNK])
-                pipe.hset(ids_key, mapping=dict(ids[start : start + CHUNK]))
-                pipe.expire(calls, _STAGED_SECONDS)
-                pipe.expire(ids_key, _STAGED_SECONDS)
-                await pipe.execute()
+        connection = await pool.get_connection()
+        try:
+            replies = 2
+            for start in range(0, len(calls), _STEP):
+                packed, size = await asyncio.to_thread(step, start)
+                stored += size
+                for commands in packed:
+                    await connection.send_packed_command(commands, check_health=False)
+                replies += 2 * len(packed)
+            for _ in range(replies):
+                await connection.read_response()  # an error reply is raised
+        except BaseException:
+            await connection.disconnect()  # replies may be left unread: the connection is not reused
+            raise
+        finally:
+            await pool.release(connection)
     except BaseException:
-        await redis.delete(calls, ids_key)
+        await redis.delete(calls_key, ids_key)
         raise
+    return stored
+
+
+_LENGTHS = [b"$%d" % n for n in range(4096)]  # the header of a bulk string this long
+
+
+def _packed(*args: bytes) -> bytes:
+    """One command in the Redis protocol (RESP), as redis-py would send it: `*count`, then `$length` and each
+    argument, every part ended by CRLF."""
+    parts = [b""] * (2 * len(args) + 1)
+    parts[0] = b"*%d" % len(args)
+    parts[1::2] = [_LENGTHS[len(arg)] if len(arg) < 4096 else b"$%d" % len(arg) for arg in args]
+    parts[2::2] = args
+    return b"\r\n".join(parts) + b"\r\n"
 
 
 async def reserve(

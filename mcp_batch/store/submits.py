@@ -11,8 +11,8 @@ from redis.asyncio import Redis
 
 from mcp_batch.keys import Keys
 from mcp_batch.models import BackendLimits, BatchRequest
-from mcp_batch.store.batch_row import LIMITS, dump_spec, new_row
-from mcp_batch.store.intake import CHUNK, STAGE_OVER, encode, release, reserve, stage
+from mcp_batch.store.batch_row import LIMITS, dump_specs, new_row
+from mcp_batch.store.intake import CHUNK, STAGE_OVER, Encoded, encode, reserve, stage
 from mcp_batch.store.scripts import RESERVE_STORED
 from mcp_batch.tenants import DEFAULT_TENANT
 
@@ -61,13 +61,16 @@ class Submits:
         jobs = jobs or []
         keys = self.keys
         meta, calls, ids_key = keys.batch(batch_id), keys.calls(batch_id), keys.ids(batch_id)
-        specs, ids = await encode(request.calls, dump_spec)
-        stored = sum(map(len, specs))
+        staged = len(request.calls) > STAGE_OVER  # written ahead: packing one huge MULTI would hold the event loop
+        encoded = Encoded([], []) if staged else await encode(request.calls, dump_specs)
+        stored = await stage(self.redis, keys, batch_id, request.calls, dump_specs) if staged else encoded.stored
         if max_stored_bytes is not None:
-            await reserve(self._reserve, keys, tenant, batch_id, stored, max_stored_bytes, retry_after)
-        staged = len(specs) > STAGE_OVER
-        if staged:  # calls and ids first, a chunk per round trip: packing one huge MULTI would hold the event loop
-            await stage(self.redis, keys, batch_id, specs, ids)
+            try:
+                await reserve(self._reserve, keys, tenant, batch_id, stored, max_stored_bytes, retry_after)
+            except BaseException:
+                if staged:  # nothing is left of a batch refused
+                    await self.redis.delete(calls, ids_key)
+                raise
         now = time.time()
         fields = new_row(
             request,
@@ -89,13 +92,14 @@ class Submits:
         )
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(meta, mapping=fields)
-            for start in range(0, 0 if staged else len(specs), CHUNK):
-                pipe.rpush(calls, *specs[start : start + CHUNK])
-                pipe.hset(ids_key, mapping=dict(ids[start : start + CHUNK]))
+            for start in range(0, len(encoded.specs), CHUNK):
+                specs, ids = encoded.chunk(start)
+                pipe.rpush(calls, *specs)
+                pipe.hset(ids_key, items=ids)
             for key in (meta, calls, ids_key):
                 pipe.pexpire(key, self.live_ms)
-            pipe.incrby(keys.unfinished, len(specs))
-            pipe.incrby(keys.tenant_unfinished(tenant), len(specs))
+            pipe.incrby(keys.unfinished, len(request.calls))
+            pipe.incrby(keys.tenant_unfinished(tenant), len(request.calls))
             pipe.zadd(keys.tenant_batches(tenant), {batch_id: int(now * 1_000_000)})
             pipe.hset(keys.tenant_stored(tenant), batch_id, f"{stored}|0")  # stored: counted while it lives
             if jobs:
@@ -103,7 +107,6 @@ class Submits:
             if request.deadline_seconds is not None:
                 pipe.zadd(keys.deadlines, {batch_id: int((now + request.deadline_seconds) * 1000)})
             await pipe.execute()
-        await release(specs, ids)
         return batch_id
 
     async def unfinished_items(self, tenant: str | None = None) -> int:

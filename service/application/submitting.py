@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from mcp_batch import shards
 from mcp_batch.contract.checks import Bounds, Refusal, precheck
-from mcp_batch.contract.references import may_reference
+from mcp_batch.contract.references import any_may_reference
 from mcp_batch.contract.validation import validate_batch
 from mcp_batch.contract.webhook_policy import WebhookPolicy
 from mcp_batch.errors import Backpressure, InvalidCursor
@@ -57,14 +57,15 @@ async def _store_and_queue(
     app: Services,
     request: BatchRequest,
     caller: Caller,
+    concurrency: int,
     retry_of: str | None = None,
     idempotency_key: str | None = None,
 ) -> str:
-    """Validate, store atomically under the caller's tenant, queue the shard jobs, wake the workers.
+    """Store a validated batch (of this max_concurrency) atomically under the caller's tenant, queue the shard jobs,
+    wake the workers.
 
     Past `max_unfinished_items` (the service's, or the caller's key's for its tenant) nothing is stored and
     Backpressure (a 429) is raised."""
-    concurrency = await _off_loop_if_large(len(request.calls), validate, app, request, caller)
     settings, store = app.settings, app.store
     retry_after = settings.backpressure_retry_after_seconds
     unfinished = await store.submits.unfinished_items()
@@ -124,16 +125,16 @@ async def submit(
 async def _submit(
     app: Services, request: BatchRequest, caller: Caller, key: str | None, retry_of: str | None
 ) -> Submitted:
+    concurrency = await _off_loop_if_large(len(request.calls), validate, app, request, caller)
     if key is None:
-        return Submitted(await _store_and_queue(app, request, caller, retry_of), True)
-    await _off_loop_if_large(len(request.calls), validate, app, request, caller)
+        return Submitted(await _store_and_queue(app, request, caller, concurrency, retry_of), True)
     body = request.model_dump(mode="json") if retry_of is None else {"retry_of": retry_of}
     keys = app.store.idempotency
     held = await keys.claim(key, idempotency.fingerprint(body), caller.tenant)
     if held.batch_id is not None:
         return Submitted(held.batch_id, False)
     try:
-        batch_id = await _store_and_queue(app, request, caller, retry_of, idempotency_key=held.name)
+        batch_id = await _store_and_queue(app, request, caller, concurrency, retry_of, idempotency_key=held.name)
     except BaseException:
         await keys.release(held)
         raise
@@ -195,4 +196,4 @@ async def _off_loop_if_large(calls: int, check: Callable[..., T], *args: Any) ->
 
 def _survey(request: BatchRequest) -> tuple[set[str], bool]:
     """The servers the batch calls, and whether any call may reference another's result."""
-    return {call.server for call in request.calls}, any(may_reference(call.arguments) for call in request.calls)
+    return {call.server for call in request.calls}, any_may_reference([call.arguments for call in request.calls])

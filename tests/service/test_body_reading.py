@@ -5,7 +5,9 @@ the test polls its /healthz while a large request is in flight and keeps the wor
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -20,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
+from service import body_reading
 from service.json_route import StrictJSONRoute
 from tests.support import api_process
 
@@ -203,3 +206,28 @@ async def test_a_large_body_is_validated_once_and_off_the_event_loop() -> None:
         invalid = await http.post("/items", json={"items": [{"n": n} for n in range(20_000)] + [{"n": "x"}], "x": 1})
         assert invalid.status_code == 422
         assert [e["loc"] for e in invalid.json()["detail"]] == [["body", "items", 20_000, "n"], ["body", "x"]]
+
+
+def test_a_large_body_in_hand_pauses_the_collector_and_shortens_the_switch_interval() -> None:
+    interval = sys.getswitchinterval()
+    with body_reading.collector_paused():
+        assert not gc.isenabled() and sys.getswitchinterval() <= 0.001
+        with body_reading.collector_paused():
+            pass
+        assert not gc.isenabled()  # still one body in hand
+    assert gc.isenabled() and sys.getswitchinterval() == interval
+
+
+def test_what_a_body_leaves_is_freed_by_a_thread_of_its_own_the_collector_paused_until_then() -> None:
+    value = {"calls": [{"n": n} for n in range(10_000)], "mode": "serial", "few": [1, 2]}
+    items = value["calls"]
+    freed = threading.Event()
+    blocked = body_reading._freeing.submit(freed.wait, 10)  # the freeing thread is busy until `freed` is set
+    future = body_reading.drain(value)
+    assert future is not None and items == [] and value["few"] == [1, 2]  # emptied at once, short lists kept
+    assert not gc.isenabled()
+    freed.set()
+    blocked.result(timeout=10)
+    future.result(timeout=10)
+    assert gc.isenabled()
+    assert body_reading.drain({"calls": [1, 2, 3]}) is None  # nothing long to free

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from mcp_batch.models import BatchRequest
 from service.doors.gumloop import GumloopRequest
+from service.json_body import MalformedJSON, strict_loads
 from tests.support import run_batch
 
 pytestmark = pytest.mark.timeout(90)
@@ -73,6 +74,55 @@ async def test_a_body_that_is_not_acceptable_json_is_422_saying_why(
         assert reason in problem["msg"], (case, problem)
         assert SECRET not in response.text
     await assert_nothing_stored(redis)
+
+
+# Faults of a call's arguments, for `deep_inside`
+ARGUMENT_FAULTS = [
+    ("nan", b"NaN", "NaN is not a JSON number"),
+    ("float-overflow", b"1e400", "too large to represent"),
+    ("5000-digit-argument", b"-" + b"1" * 5_000, "too many digits"),
+    ("duplicate-argument-key", b'{"k": 1, "k": 2}', "same key twice"),
+    ("lone-surrogate", b'"\\ud800"', "unpaired UTF-16 surrogate"),
+    ("lone-surrogate-key", b'{"\\udfff": 1}', "unpaired UTF-16 surrogate"),
+    ("deep-arguments", b'{"a": ' * 70 + b"1" + b"}" * 70, "nested deeper than 64 levels"),
+    ("truncated", b'{"k": 1', "Expecting"),
+]
+
+
+def deep_inside(raw: bytes) -> bytes:
+    """A 5,000-call batch, read off the event loop a piece at a time, whose call 4,000 has `raw` JSON text in its
+    arguments beside a value that must never come back."""
+    calls = [b'{"server": "demo", "tool": "echo", "arguments": {"message": "m%d"}}' % i for i in range(5_000)]
+    calls[4_000] = b'{"server": "demo", "tool": "echo", "arguments": {"token": "%s", "message": %s}}' % (
+        SECRET.encode(),
+        raw,
+    )
+    return b'{"calls": [' + b", ".join(calls) + b'], "mode": "concurrent"}'
+
+
+async def test_a_fault_deep_in_a_large_body_is_the_same_422_as_in_a_small_one(
+    client: httpx.AsyncClient, redis: aioredis.Redis
+) -> None:
+    for case, raw, reason in ARGUMENT_FAULTS:
+        body = deep_inside(raw)
+        response = await client.post("/v1/batches", content=body, headers=JSON)
+        assert response.status_code == 422, (case, response.text)
+        [problem] = response.json()["detail"]
+        assert problem["type"] == "json_invalid" and reason in problem["msg"], (case, problem)
+        with pytest.raises(MalformedJSON) as strict:
+            strict_loads(body, 64)
+        assert problem["loc"] == ["body", strict.value.pos], case  # where the strict parser stopped
+        assert SECRET not in response.text
+    await assert_nothing_stored(redis)
+
+
+async def test_an_integer_over_64_bits_deep_in_a_large_body_is_stored_exactly(
+    client: httpx.AsyncClient, redis: aioredis.Redis
+) -> None:
+    response = await client.post("/v1/batches", content=deep_inside(b"-123456789012345678901234567890"), headers=JSON)
+    assert response.status_code == 202, response.text
+    stored = json.loads(await redis.lindex(f"mcpb:batch:{response.json()['id']}:calls", 4_000))
+    assert stored["arguments"] == {"token": SECRET, "message": -123456789012345678901234567890}
 
 
 async def test_the_gumloop_door_answers_400_for_the_same_bodies(

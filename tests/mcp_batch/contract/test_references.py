@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_batch.contract.references import MissingPath, dependencies, resolve, result_value
+from mcp_batch.contract.references import (
+    MissingPath,
+    any_may_reference,
+    dependencies,
+    may_reference,
+    resolve,
+    result_value,
+)
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
 json_values = st.recursive(
@@ -59,3 +66,13 @@ def test_dependencies_always_point_backwards_so_no_cycle_can_exist(arguments: An
 @given(arguments=json_values)
 def test_arguments_without_references_are_untouched(arguments: Any) -> None:
     assert resolve(arguments, {}, 0, {}) == arguments
+
+
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "@b.c", "x"]), json_values | st.just("@a.b"), max_size=3)))
+def test_any_may_reference_is_may_reference_for_any_call(arguments: list[dict[str, Any]]) -> None:
+    assert any_may_reference(arguments, chunk=3) == any(may_reference(one) for one in arguments)
+
+
+def test_arguments_orjson_cannot_write_are_looked_at_call_by_call() -> None:
+    assert any_may_reference([{"n": 2**70, "r": "@a.b"}])
+    assert not any_may_reference([{"n": 2**70, "@a.b": 1}])  # a key is not a reference

@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mcp_batch.contract.validation import validate_batch
+from mcp_batch.contract.checks import argument_bytes
+from mcp_batch.contract.validation import _call_problems, _clean, validate_batch
 from mcp_batch.errors import InvalidBatch
 from mcp_batch.models import _DEFAULT_CEILINGS, ID_PATTERN, BatchRequest, Call
 from mcp_batch.settings import Settings
@@ -63,3 +66,44 @@ def test_the_documented_id_rule_is_the_one_checked() -> None:
 def test_the_documented_ceilings_are_the_settings_defaults() -> None:
     for name, ceiling in _DEFAULT_CEILINGS.items():
         assert Settings.model_fields[name].default == ceiling, name
+
+
+ids = (
+    st.none()
+    | st.text(min_size=1, max_size=6)
+    | st.sampled_from(["a", "A", "0", "1", "a.b", "x\x85", "\u2028", "ẞ", "ss"])
+)
+numbers = st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+arguments = st.dictionaries(st.sampled_from(["n", "m", "text"]), numbers | st.text(max_size=30), max_size=3)
+calls = st.builds(
+    Call,
+    id=ids,
+    server=st.just("s"),
+    tool=st.just("t"),
+    arguments=arguments,
+    timeout_seconds=st.none() | st.sampled_from([1.0, 3600.0, 3600.5]),
+)
+
+
+@given(st.lists(calls, min_size=1, max_size=80), st.integers(10, 200))
+def test_a_whole_batch_is_found_clean_exactly_when_no_call_has_a_fault(batch: list[Call], bound: int) -> None:
+    found = _call_problems(batch, 3600.0, bound)
+    assert _clean(batch, 3600.0, bound) is not found
+    request = BatchRequest(calls=batch)
+    if found:
+        with pytest.raises(InvalidBatch) as caught:
+            validate_batch(request, 100, 64, 16, max_argument_bytes=bound)
+        assert caught.value.problems == found
+    else:
+        assert validate_batch(request, 100, 64, 16, max_argument_bytes=bound) == 16
+
+
+@pytest.mark.parametrize("arguments", [{"f": [1e-05] * 20}, {"f": [1e16, 1e-07, 0.1]}, {"n": 2**70, "é": "ü"}])
+def test_arguments_are_measured_as_json_dumps_writes_them_to_the_byte(arguments: dict[str, object]) -> None:
+    size = argument_bytes(arguments)
+    batch = BatchRequest(calls=[Call(server="s", tool="t", arguments=arguments)])
+    assert validate_batch(batch, 10, 64, 16, max_argument_bytes=size) == 16
+    with pytest.raises(InvalidBatch) as caught:
+        validate_batch(batch, 10, 64, 16, max_argument_bytes=size - 1)
+    [problem] = caught.value.problems
+    assert problem.loc == ("calls", 0, "arguments") and f"arguments are {size} bytes" in problem.msg
