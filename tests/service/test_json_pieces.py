@@ -132,7 +132,7 @@ def written(pairs: list[tuple[str, Any]], spaced: bool) -> str:
     return "{" + comma.join(json.dumps(k) + colon + json.dumps(v, separators=(comma, colon)) for k, v in pairs) + "}"
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(members, min_size=5, max_size=30), members, members, st.booleans(), st.sampled_from([8, 64]))
 def test_whatever_the_body_loads_and_the_strict_parser_agree(
     calls: list[list[tuple[str, Any]]],
