@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_batch.contract.references import (
@@ -68,6 +68,7 @@ def test_arguments_without_references_are_untouched(arguments: Any) -> None:
     assert resolve(arguments, {}, 0, {}) == arguments
 
 
+@settings(deadline=None)
 @given(st.lists(st.dictionaries(st.sampled_from(["a", "@b.c", "x"]), json_values | st.just("@a.b"), max_size=3)))
 def test_any_may_reference_is_may_reference_for_any_call(arguments: list[dict[str, Any]]) -> None:
     assert any_may_reference(arguments, chunk=3) == any(may_reference(one) for one in arguments)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_batch.contract.checks import argument_bytes
@@ -85,6 +85,7 @@ calls = st.builds(
 )
 
 
+@settings(deadline=None)
 @given(st.lists(calls, min_size=1, max_size=80), st.integers(10, 200))
 def test_a_whole_batch_is_found_clean_exactly_when_no_call_has_a_fault(batch: list[Call], bound: int) -> None:
     found = _call_problems(batch, 3600.0, bound)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_batch.models import Call
@@ -36,6 +36,7 @@ def spec_of(index: int, call: Call) -> dict[str, Any]:
     return spec
 
 
+@settings(deadline=None)
 @given(st.lists(calls, max_size=6), st.integers(0, 10**6))
 def test_each_call_is_written_as_the_json_of_its_spec(batch: list[Call], start: int) -> None:
     written = dump_specs(batch, start)
