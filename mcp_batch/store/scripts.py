@@ -88,8 +88,8 @@ end
 # the shared unfinished counts are brought up to date on renewal and at the end (`counted`).
 # ARGV: 4 job, 5 ttl ms, 6 want, 7 the finished items, each `index status bytes failed` (failed '1'/'0'), comma
 #       separated, 8 their records end to end, 9 claims given back unrun, `index:flag` comma separated (they become
-#       orphans again, flag kept), then the item id of each failed item, in order. Packed so: a call carries ten
-#       arguments whatever the number of items, and the client packs, and the script reads, that many.
+#       orphans again, flag kept), then the item id of each failed item, in order. Packed so: a call carries nine
+#       arguments (and one per failed item) whatever the number of items, for the client to pack and the script to read.
 # Returns {state, final, then index, spec, flag per claim}: state 1 (more may come), 0 (nothing more to claim:
 # done, halted or ended; `final` is the status when this call ended the batch), -2 (the batch is gone), -3 (this
 # job's lease was taken over).
