@@ -24,8 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,7 @@ import httpx
 import redis.asyncio as aioredis
 from mcp import Client
 
-from mcp_batch_cli.dev import embedded_redis, free_port, wait_until
+from mcp_batch_cli.dev import demo_http_backend, embedded_redis, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent  # tests.fault_backend is imported from the checkout
 RATE = {"per_second": 50, "burst": 10}
@@ -68,25 +66,6 @@ async def limiter_calls(redis: aioredis.Redis) -> int:
     return calls.get("cmdstat_evalsha", 0) - calls.get("cmdstat_hmget", 0)
 
 
-@asynccontextmanager
-async def stamping_backend(port: int) -> AsyncIterator[None]:
-    """The tests' backend (the demo's tools plus `stamp` and `stats`) over streamable HTTP, as a child process."""
-    cmd = [sys.executable, "-m", "tests.fault_backend", "--transport", "http", "--port", str(port)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: ASYNC220
-    try:
-        async with httpx.AsyncClient() as http:
-
-            async def up() -> bool:
-                await http.get(f"http://127.0.0.1:{port}/mcp")
-                return True
-
-            await wait_until(up, 20, "stamping HTTP backend")
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(5)
-
-
 async def scenario(
     redis_url: str, workdir: Path, limiter: str, workers: int, calls: int, kind: str
 ) -> dict[str, float]:
@@ -106,7 +85,7 @@ async def scenario(
     concurrency = 16
     redis = aioredis.Redis.from_url(redis_url)
     await redis.flushdb()
-    async with stamping_backend(port):
+    async with demo_http_backend(port, "tests.fault_backend", ROOT):  # the demo's tools plus `stamp`, `stats`
         procs = [spawn(f"api --port {api_port}", env)] + [spawn("worker", env) for _ in range(workers)]
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=120) as http:

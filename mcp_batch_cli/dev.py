@@ -92,10 +92,10 @@ async def embedded_redis(workdir: Path) -> AsyncIterator[tuple[str, str]]:
 
 
 @asynccontextmanager
-async def demo_http_backend(port: int) -> AsyncIterator[None]:
-    """The demo backend over streamable HTTP, as a child process."""
-    cmd = [sys.executable, "-m", "demo.server", "--transport", "http", "--port", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: ASYNC220
+async def demo_http_backend(port: int, module: str = "demo.server", cwd: Path | None = None) -> AsyncIterator[None]:
+    """The demo backend (or another `module` serving like it) over streamable HTTP, as a child process."""
+    cmd = [sys.executable, "-m", module, "--transport", "http", "--port", str(port)]
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: ASYNC220
     try:
         async with httpx.AsyncClient() as http:
 

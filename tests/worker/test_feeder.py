@@ -21,6 +21,14 @@ def fast(status: str = "ok") -> Any:
     return {"status": status, "content": [], "is_error": False, "elapsed_seconds": 0.001}
 
 
+async def run_items(feeder: Feeder, count: int, elapsed: float = 0.001) -> None:
+    """Take `count` claims and finish each as a call of `elapsed` seconds."""
+    for _ in range(count):
+        claim = await feeder.next()
+        assert claim is not None
+        feeder.finish(claim, {**fast(), "elapsed_seconds": elapsed})
+
+
 async def wait_for(condition: Any, timeout: float = 5.0) -> None:
     async with asyncio.timeout(timeout):
         while not await condition():  # noqa: ASYNC110 - the state is only in Redis
@@ -50,10 +58,7 @@ async def test_fast_calls_are_read_ahead_and_claims_in_hand_go_back_at_the_end(r
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(40))
     feeder = Feeder(store.claims, batch_id, job, lanes=2, read_ahead=True)
-    for _ in range(2):  # the lanes' first calls set the pace
-        claim = await feeder.next()
-        assert claim is not None
-        feeder.finish(claim, fast())
+    await run_items(feeder, 2)  # the lanes' first calls set the pace
     claim = await feeder.next()
     assert claim is not None
     await wait_for(lambda: _inflight(redis, batch_id, more_than=2))  # claims in hand beyond the lane's own
@@ -69,10 +74,7 @@ async def test_slow_calls_are_not_read_ahead(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(40))
     feeder = Feeder(store.claims, batch_id, job, lanes=2, read_ahead=True)
-    for _ in range(4):
-        claim = await feeder.next()
-        assert claim is not None
-        feeder.finish(claim, {**fast(), "elapsed_seconds": 1.0})
+    await run_items(feeder, 4, elapsed=1.0)
     await feeder.next()
     assert await redis.hlen(Keys().inflight(batch_id)) == 1  # only the claim a lane asked for
 
@@ -95,10 +97,7 @@ async def test_a_cancel_stops_the_lanes_and_ends_the_batch_once_claims_in_hand_a
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(30))
     feeder = Feeder(store.claims, batch_id, job, lanes=2, read_ahead=True)
-    for _ in range(3):
-        claim = await feeder.next()
-        assert claim is not None
-        feeder.finish(claim, fast())
+    await run_items(feeder, 3)
     claim = await feeder.next()
     assert claim is not None
     await store.leases.cancel(batch_id)
