@@ -9,11 +9,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -30,6 +30,57 @@ from service.app import create_app
 from worker.main import Worker, create_worker
 
 TERMINAL = {status.value for status in TERMINAL_BATCH}
+
+T = TypeVar("T")
+
+POLL_SECONDS = 0.02
+
+
+class Deadline:
+    """The one deadline every poll in the tests keeps: `expired()` once `timeout` has passed, and the error naming
+    what was awaited."""
+
+    def __init__(self, timeout: float, what: str) -> None:
+        self.timeout, self.what = timeout, what
+        self.end = time.monotonic() + timeout
+
+    def expired(self) -> bool:
+        return time.monotonic() > self.end
+
+    def error(self, last: object = None) -> AssertionError:
+        seen = "" if last is None else f" (last seen: {last!r:.300})"
+        return AssertionError(f"waited {self.timeout:g} s for {self.what}{seen}")
+
+
+async def eventually(
+    condition: Callable[[], Awaitable[T] | T], *, what: str, timeout: float = 30, interval: float = POLL_SECONDS
+) -> T:
+    """Poll `condition` (a function, or a coroutine function) until it returns something truthy, and return that;
+    fail naming `what` once `timeout` seconds have passed. The way every test waits for a condition."""
+    deadline = Deadline(timeout, what)
+    while True:
+        value = condition()
+        if isinstance(value, Awaitable):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
+        if deadline.expired():
+            raise deadline.error(value)
+        await asyncio.sleep(interval)
+
+
+def eventually_blocking(
+    condition: Callable[[], T], *, what: str, timeout: float = 30, interval: float = POLL_SECONDS * 2.5
+) -> T:
+    """`eventually` for code outside an event loop (a child process starting, a thread's server)."""
+    deadline = Deadline(timeout, what)
+    while True:
+        value = condition()
+        if value:
+            return value
+        if deadline.expired():
+            raise deadline.error(value)
+        time.sleep(interval)
 
 
 async def cli(*argv: str) -> int:
