@@ -124,12 +124,17 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         loop.cancel()
         with suppress(asyncio.CancelledError):
             await loop
-    await found.redis.zrem(found.keys.workers, found.worker_id)
-    await found.metrics.close()
-    await found.pool.close()
-    for listener in (found.released, found.cancels, found.done):
-        await listener.stop()
-    tracing.flush()
+    try:
+        # Best effort: a worker stopping in a Redis outage still closes its sessions (their processes) below, and
+        # its heartbeat ages out of the set by itself.
+        with suppress(RedisError, OSError):
+            await found.redis.zrem(found.keys.workers, found.worker_id)
+    finally:
+        await found.metrics.close()
+        await found.pool.close()
+        for listener in (found.released, found.cancels, found.done):
+            await listener.stop()
+        tracing.flush()
 
 
 class Worker(ArqWorker):

@@ -26,7 +26,7 @@ from service import body_reading
 from service.json_route import StrictJSONRoute
 from tests.support import api_process
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow, pytest.mark.serial]  # its assertions are durations
 
 KEY = "mcpb_body-reading-key"
 AUTH = {"authorization": f"Bearer {KEY}"}

@@ -21,6 +21,7 @@ from mcp_batch.settings import Settings
 from tests.support import (
     HttpBackendProcess,
     call_backend,
+    eventually,
     finished,
     free_port,
     live_workers,
@@ -127,9 +128,7 @@ async def test_a_take_over_is_counted_by_the_worker_that_made_it(
         with worker_processes(settings, 1, tmp_path) as (victim,):
             await live_workers(redis, 1)
             batch_id = (await submit(api, calls, mode="serial"))["id"]
-            async with asyncio.timeout(30):
-                while (await redis.hlen(Keys().results(batch_id))) < 1:  # noqa: ASYNC110 - progress is in Redis
-                    await asyncio.sleep(0.05)
+            await eventually(lambda: redis.hlen(Keys().results(batch_id)), what="a first record")
             victim.send_signal(signal.SIGKILL)
             await asyncio.to_thread(victim.wait, 10)
         rescuer = settings.model_copy(update={"worker_metrics_port": free_port()})

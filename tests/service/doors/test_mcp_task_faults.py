@@ -3,7 +3,6 @@ the message), and a client that hangs up while waiting does not cancel its batch
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,9 +12,10 @@ import httpx
 import pytest
 
 from mcp_batch.settings import Settings
+from tests.redis_server import RedisServer
 from tests.service.doors.mcp_wire import call_tool, get_task
-from tests.support import ServiceHandle, finished, running_service
-from tests.test_redis_faults import RedisServer, settings_for
+from tests.support import ServiceHandle, eventually, finished, running_service
+from tests.test_redis_faults import settings_for
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -51,9 +51,13 @@ async def test_a_client_hanging_up_during_the_short_wait_does_not_cancel_the_bat
         async with httpx.AsyncClient(base_url=service.base_url, timeout=0.3) as impatient:
             with pytest.raises(httpx.ReadTimeout):
                 await call_tool(impatient, "call_tools_batch", {"calls": [SLOW]})
-        async with asyncio.timeout(20):  # the hang-up may come before the submit is stored: wait for the batch
-            while not (batches := (await http.get("/v1/batches")).json()["batches"]):  # noqa: ASYNC110 - only Redis knows
-                await asyncio.sleep(0.05)
+
+        async def listed() -> list[dict[str, Any]]:
+            found: list[dict[str, Any]] = (await http.get("/v1/batches")).json()["batches"]
+            return found
+
+        # the hang-up may come before the submit is stored: wait for the batch
+        batches = await eventually(listed, what="the batch listed", timeout=20)
         [batch] = batches
         document = await finished(http, batch["id"])
         assert document["status"] == "completed" and document["ok"] is True

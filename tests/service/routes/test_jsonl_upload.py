@@ -118,6 +118,7 @@ async def chunked(body: bytes, size: int = 50_000) -> AsyncIterator[bytes]:
         yield body[start : start + size]
 
 
+@pytest.mark.serial  # its assertion is a duration
 async def test_a_100000_line_upload_is_read_as_it_streams_without_holding_the_loop(settings: Settings) -> None:
     settings = settings.model_copy(update={"max_calls_per_batch": 100_000, "max_body_bytes": 64 * 1024 * 1024})
     body = lines(*({"server": "demo", "tool": "echo", "arguments": {"message": str(n)}} for n in range(100_000)))
