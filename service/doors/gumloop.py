@@ -25,9 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mcp_batch.errors import Forbidden, InvalidBatch, Problem, Unauthenticated
 from mcp_batch.models import ID_PATTERN, TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
 from mcp_batch.settings import Settings
-from service import body_reading, json_body
 from service.application import reading, submitting
 from service.auth import AUTH_RESPONSES, CallerOrRefusalDep
+from service.bodies import off_loop, strict_json
 from service.deps import ServicesDep
 
 router = APIRouter(tags=["gumloop"], responses=AUTH_RESPONSES)
@@ -135,10 +135,10 @@ def parse_request(
     body: bytes, max_calls: int, max_depth: int = 64, pause: Callable[[], None] | None = None
 ) -> GumloopRequest:
     """The validated body, or InvalidBatch listing every fault by location (never by submitted value). `pause`: see
-    `json_body.loads`."""
+    `strict_json.loads`."""
     try:
-        data = json_body.loads(body, max_depth, pause)
-    except json_body.MalformedJSON as exc:
+        data = strict_json.loads(body, max_depth, pause)
+    except strict_json.MalformedJSON as exc:
         raise InvalidBatch([Problem((), f"the body is not valid JSON: {exc.msg}", "json_invalid")]) from None
     problems: list[Problem] = []
     calls = data.get("calls") if isinstance(data, dict) else None
@@ -299,10 +299,8 @@ async def call_tools(request: Request, services: ServicesDep, caller: CallerOrRe
         settings = services.settings
         raw = await request.body()
         limits = (raw, settings.gumloop_max_calls, settings.max_json_depth)
-        large = len(raw) > body_reading.OFF_LOOP_BYTES  # parsed in a worker thread, giving the GIL away as it goes
-        body = (
-            await asyncio.to_thread(parse_request, *limits, body_reading.give_way) if large else parse_request(*limits)
-        )
+        large = len(raw) > off_loop.OFF_LOOP_BYTES  # parsed in a worker thread, giving the GIL away as it goes
+        body = await asyncio.to_thread(parse_request, *limits, off_loop.give_way) if large else parse_request(*limits)
         if caller.keyed and body.team_id is not None and body.team_id != caller.tenant:
             raise Forbidden([Problem(("team_id",), "the team is not this key's tenant", "forbidden")])
         batch_id = (await submitting.submit(services, to_batch(body, read_only=not caller.write), caller)).batch_id

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.json_body import MalformedJSON, depth, loads
+from service.bodies.strict_json import MalformedJSON, depth, loads
 
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 values = st.recursive(

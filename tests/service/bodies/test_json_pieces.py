@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service import json_pieces
-from service.json_body import MalformedJSON, loads, strict_loads
+from service.bodies import json_pieces
+from service.bodies.strict_json import MalformedJSON, loads, strict_loads
 
 
 @pytest.fixture(autouse=True)

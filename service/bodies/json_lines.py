@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from mcp_batch.errors import Forbidden, InvalidBatch, Problem
 from mcp_batch.models import BatchRequest, Call
-from service.json_body import MalformedJSON, loads
-from service.json_route import StrictJSONRoute
+from service.bodies.strict_json import MalformedJSON, loads
+from service.bodies.strict_route import StrictJSONRoute
 
 MEDIA_TYPES = frozenset({"application/x-ndjson", "application/jsonl"})
 OPTIONS = tuple(name for name in BatchRequest.model_fields if name != "calls")

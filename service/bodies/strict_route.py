@@ -22,8 +22,8 @@ from pydantic import BaseModel
 
 from mcp_batch.models import ErrorDetail
 from mcp_batch.settings import Settings
-from service import body_reading
-from service.json_body import MalformedJSON, loads
+from service.bodies import off_loop
+from service.bodies.strict_json import MalformedJSON, loads
 
 _DEFAULT_DEPTH = Settings.model_fields["max_json_depth"].default
 
@@ -88,14 +88,14 @@ class StrictJSONRoute(APIRoute):
             if model is None or not has_body(request):
                 return await handler(strict_request)
             body = await strict_request.body()
-            if len(body) <= body_reading.OFF_LOOP_BYTES:
+            if len(body) <= off_loop.OFF_LOOP_BYTES:
                 return await handler(strict_request)
-            with body_reading.collector_paused():
+            with off_loop.collector_paused():
                 strict_request._json = await _parse_off_loop(strict_request, body, model)
                 try:
                     return await handler(strict_request)
                 finally:  # the answer is made: free the request's model off the loop, before it is dropped here
-                    await asyncio.to_thread(body_reading.drain, strict_request._json)
+                    await asyncio.to_thread(off_loop.drain, strict_request._json)
 
         return strict
 
@@ -128,10 +128,10 @@ async def _parse_off_loop(request: Request, body: bytes, model: type[BaseModel])
     changes (the model would be validated twice, the second time on the event loop)."""
     max_depth = getattr(request.app.state, "max_json_depth", _DEFAULT_DEPTH)
     try:
-        value: BaseModel = await asyncio.to_thread(body_reading.parse, body, max_depth, model)
+        value: BaseModel = await asyncio.to_thread(off_loop.parse, body, max_depth, model)
     except MalformedJSON as exc:
         error = {"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error", "input": {}}
         raise RequestValidationError([error | {"ctx": {"error": exc.msg}}]) from None
-    except body_reading.InvalidBody as exc:
+    except off_loop.InvalidBody as exc:
         raise RequestValidationError([error | {"loc": ("body", *error["loc"])} for error in exc.errors]) from None
     return value

@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
-from service import body_reading
-from service.json_route import StrictJSONRoute
+from service.bodies import off_loop
+from service.bodies.strict_route import StrictJSONRoute
 from tests.support import api_process
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -210,9 +210,9 @@ async def test_a_large_body_is_validated_once_and_off_the_event_loop() -> None:
 
 def test_a_large_body_in_hand_pauses_the_collector_and_shortens_the_switch_interval() -> None:
     interval = sys.getswitchinterval()
-    with body_reading.collector_paused():
+    with off_loop.collector_paused():
         assert not gc.isenabled() and sys.getswitchinterval() <= 0.001
-        with body_reading.collector_paused():
+        with off_loop.collector_paused():
             pass
         assert not gc.isenabled()  # still one body in hand
     assert gc.isenabled() and sys.getswitchinterval() == interval
@@ -222,12 +222,12 @@ def test_what_a_body_leaves_is_freed_by_a_thread_of_its_own_the_collector_paused
     value = {"calls": [{"n": n} for n in range(10_000)], "mode": "serial", "few": [1, 2]}
     items = value["calls"]
     freed = threading.Event()
-    blocked = body_reading._freeing.submit(freed.wait, 10)  # the freeing thread is busy until `freed` is set
-    future = body_reading.drain(value)
+    blocked = off_loop._freeing.submit(freed.wait, 10)  # the freeing thread is busy until `freed` is set
+    future = off_loop.drain(value)
     assert future is not None and items == [] and value["few"] == [1, 2]  # emptied at once, short lists kept
     assert not gc.isenabled()
     freed.set()
     blocked.result(timeout=10)
     future.result(timeout=10)
     assert gc.isenabled()
-    assert body_reading.drain({"calls": [1, 2, 3]}) is None  # nothing long to free
+    assert off_loop.drain({"calls": [1, 2, 3]}) is None  # nothing long to free

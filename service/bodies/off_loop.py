@@ -24,7 +24,7 @@ from typing import Any, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from service.json_body import loads
+from service.bodies.strict_json import loads
 
 OFF_LOOP_BYTES = 64 * 1024  # bodies larger than this are read off the event loop
 _CHUNK = 250  # list items validated in one step (each step holds the GIL a few milliseconds)

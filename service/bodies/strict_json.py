@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from service import json_pieces
+from service.bodies import json_pieces
 
 # A \uD800-\uDFFF escape: either half of a surrogate pair, or a lone one (the full check runs only when one appears).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
