@@ -28,7 +28,7 @@ from mcp_batch.store.cursor_key import load_cursor_key
 from mcp_batch.tenants import load_keys
 from service.application.services import Services
 from service.doors import gumloop
-from service.doors.mcp_door import build_mcp_server, mcp_routes
+from service.doors.mcp.server import build_mcp_server, mcp_routes
 from service.http_errors import install_error_handlers
 from service.key_gate import KeyFirst
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable

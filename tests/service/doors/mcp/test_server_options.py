@@ -10,7 +10,7 @@ import httpx
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
-from tests.service.doors.mcp_wire import call_tool
+from tests.service.doors.mcp.wire import call_tool
 from tests.support import ServiceHandle
 
 ECHO = {"server": "demo", "tool": "echo", "arguments": {"message": "hi"}}

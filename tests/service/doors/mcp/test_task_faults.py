@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from mcp_batch.settings import Settings
-from tests.service.doors.mcp_wire import call_tool, get_task
+from tests.service.doors.mcp.wire import call_tool, get_task
 from tests.support import ServiceHandle, finished, running_service
 from tests.test_redis_faults import RedisServer, settings_for
 

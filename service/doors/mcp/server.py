@@ -40,11 +40,11 @@ from service.application import reading, submitting
 from service.application.backends_info import describe_servers
 from service.application.services import Services, owned
 from service.auth import Authenticated, current_caller
-from service.doors.mcp_proxy import ProxyTools
-from service.doors.mcp_render import document_result, item_result, listing_result
-from service.doors.mcp_strict import StrictTool, tool_errors
-from service.doors.mcp_tasks import BatchTasks, listen_gate, wait_cap
-from service.doors.mcp_unauthorized import jsonrpc_unauthorized
+from service.doors.mcp.proxy import ProxyTools
+from service.doors.mcp.render import document_result, item_result, listing_result
+from service.doors.mcp.strict import StrictTool, tool_errors
+from service.doors.mcp.tasks import BatchTasks, listen_gate, wait_cap
+from service.doors.mcp.unauthorized import jsonrpc_unauthorized
 
 # Running tools on arbitrary backends: it may write (read_only=false) and the backends are outside this service.
 _RUNS_TOOLS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)

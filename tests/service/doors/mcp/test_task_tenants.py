@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
-from tests.service.doors.mcp_wire import call_tool, cancel_task, get_task
+from tests.service.doors.mcp.wire import call_tool, cancel_task, get_task
 from tests.support import finished, running_api, running_service, running_worker
 
 pytestmark = pytest.mark.timeout(120)

@@ -22,8 +22,8 @@ from mcp.types import TextContent, Tool
 
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
-from tests.service.doors.mcp_wire import call_tool, get_task
-from tests.service.doors.task_client import Tasks
+from tests.service.doors.mcp.task_client import Tasks
+from tests.service.doors.mcp.wire import call_tool, get_task
 from tests.support import HttpBackendProcess, ServiceHandle, call_backend, finished, most_in_window, running_service
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]

@@ -1,6 +1,6 @@
 """Batches as MCP tasks (SEP-2663) through the real service over streamable HTTP.
 
-Task-aware requests are sent as raw JSON-RPC over httpx (mcp_wire.py: the test picks each request's `_meta` and
+Task-aware requests are sent as raw JSON-RPC over httpx (wire.py: the test picks each request's `_meta` and
 headers); the SDK `Client` is used where it can be, with the test's tasks extension (task_client.py) and in legacy
 mode.
 """
@@ -16,8 +16,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_batch.settings import Settings
-from tests.service.doors.mcp_wire import TASKS, call_tool, cancel_task, get_task, rpc
-from tests.service.doors.task_client import GetTask, TaskIdParams, Tasks
+from tests.service.doors.mcp.task_client import GetTask, TaskIdParams, Tasks
+from tests.service.doors.mcp.wire import TASKS, call_tool, cancel_task, get_task, rpc
 from tests.support import ServiceHandle, finished, run_batch
 
 pytestmark = pytest.mark.timeout(120)

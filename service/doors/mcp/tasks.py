@@ -41,10 +41,10 @@ from mcp_batch.settings import Settings
 from service.application import direct_calls, reading
 from service.application.services import Services, owned
 from service.auth import current_caller
-from service.doors.mcp_proxy import ProxyTools
-from service.doors.mcp_render import direct_result, document_result
-from service.doors.mcp_strict import tool_errors
-from service.doors.mcp_task_view import task_view
+from service.doors.mcp.proxy import ProxyTools
+from service.doors.mcp.render import direct_result, document_result
+from service.doors.mcp.strict import tool_errors
+from service.doors.mcp.task_view import task_view
 
 logger = logging.getLogger(__name__)
 
