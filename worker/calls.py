@@ -23,7 +23,7 @@ from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, Bac
 from mcp_batch.models import ItemStatus
 from mcp_batch.records import ErrorInfo, ItemRecord, error_info
 from mcp_batch.store.claims import Claim
-from worker import worker_metrics as metrics
+from worker import metrics
 from worker.gate import LimitWait
 from worker.sessions import BackendSession, SessionPool
 

@@ -32,7 +32,7 @@ from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.cursor_key import load_cursor_key
 from mcp_batch.store.overview import Heartbeat
-from worker import worker_metrics as metrics
+from worker import metrics
 from worker.context import STATE, WorkerState
 from worker.cursor_calls import CursorPages
 from worker.delivery import deliver_forever

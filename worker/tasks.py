@@ -27,7 +27,7 @@ from mcp_batch.records import ItemRecord, error_info
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
 from mcp_batch.store.claims import Claim
-from worker import worker_metrics as metrics
+from worker import metrics
 from worker.calls import run_call
 from worker.context import WorkerState
 from worker.context import state as worker_state

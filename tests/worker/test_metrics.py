@@ -32,7 +32,7 @@ from tests.support import (
     submit,
     worker_processes,
 )
-from worker.worker_metrics import WorkerMetrics, retry_reason
+from worker.metrics import WorkerMetrics, retry_reason
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -142,4 +142,4 @@ async def test_a_take_over_is_counted_by_the_worker_that_made_it(
 
 @pytest.fixture(autouse=True)
 def _info_logs(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="worker.worker_metrics")
+    caplog.set_level(logging.INFO, logger="worker.metrics")
