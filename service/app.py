@@ -24,7 +24,7 @@ from mcp_batch.ops.prometheus import ApiMetrics
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
-from mcp_batch.store.cursor_key import load_cursor_key
+from mcp_batch.store.cursor_secret import load_cursor_key
 from mcp_batch.tenants import load_keys
 from service.application.services import Services
 from service.doors import gumloop

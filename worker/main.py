@@ -30,15 +30,15 @@ from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
-from mcp_batch.store.cursor_key import load_cursor_key
+from mcp_batch.store.cursor_secret import load_cursor_key
 from mcp_batch.store.overview import Heartbeat
 from worker import metrics
 from worker.context import STATE, WorkerState
-from worker.cursor_calls import CursorPages
 from worker.delivery import deliver_forever
 from worker.gate import Gate
 from worker.recovery import recover_forever
 from worker.sessions import SessionPool
+from worker.stored_pages import CursorPages
 from worker.tasks import run_batch
 
 logger = logging.getLogger(__name__)

@@ -31,11 +31,11 @@ from worker import metrics
 from worker.calls import run_call
 from worker.context import WorkerState
 from worker.context import state as worker_state
-from worker.cursor_calls import CursorPages
 from worker.feeder import Feeder, reads_ahead
 from worker.item_refs import BatchReferences
 from worker.recovery import requeue
 from worker.sessions import SessionPool
+from worker.stored_pages import CursorPages
 
 logger = logging.getLogger(__name__)
 

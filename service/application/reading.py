@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from mcp_batch.contract import budget, plain_items
-from mcp_batch.contract.cursors import Position, cursor_length, locate
+from mcp_batch.contract.item_cursors import Position, cursor_length, locate
 from mcp_batch.errors import InvalidCursor
 from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
 from mcp_batch.tenants import Caller

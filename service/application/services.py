@@ -10,7 +10,7 @@ from arq import ArqRedis
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import Registry
-from mcp_batch.contract.cursors import CursorKey
+from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys, is_batch_id
 from mcp_batch.ops.prometheus import ApiMetrics

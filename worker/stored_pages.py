@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mcp_batch import records
 from mcp_batch.contract import budget
-from mcp_batch.contract.cursors import CursorKey, Position, cursor_length, locate
+from mcp_batch.contract.item_cursors import CursorKey, Position, cursor_length, locate
 from mcp_batch.errors import InvalidCursor
 from mcp_batch.keys import is_batch_id
 from mcp_batch.models import TERMINAL_ITEM, ItemStatus

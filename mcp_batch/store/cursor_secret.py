@@ -10,7 +10,7 @@ from typing import cast
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from mcp_batch.contract.cursors import CursorKey
+from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.keys import Keys
 
 

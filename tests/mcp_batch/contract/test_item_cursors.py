@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_batch.contract.cursors import CursorKey, Position, cursor_length
+from mcp_batch.contract.item_cursors import CursorKey, Position, cursor_length
 from mcp_batch.errors import InvalidCursor
 from mcp_batch.store.submits import new_batch_id
 
