@@ -30,7 +30,7 @@ from service.application.services import Services
 from service.doors import gumloop
 from service.doors.mcp.server import build_mcp_server, mcp_routes
 from service.http_errors import install_error_handlers
-from service.key_gate import KeyFirst
+from service.key_before_body import KeyFirst
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
 from service.routes import batches, dashboard, health, servers
 from service.routes import scrape as metrics_routes

@@ -24,7 +24,7 @@ from mcp_batch.models import ItemStatus
 from mcp_batch.records import ErrorInfo, ItemRecord, error_info
 from mcp_batch.store.claims import Claim
 from worker import metrics
-from worker.gate import LimitWait
+from worker.admission import LimitWait
 from worker.sessions import BackendSession, SessionPool
 
 logger = logging.getLogger(__name__)

@@ -33,9 +33,9 @@ from mcp_batch.store.channels import Listener
 from mcp_batch.store.cursor_secret import load_cursor_key
 from mcp_batch.store.overview import Heartbeat
 from worker import metrics
+from worker.admission import Gate
 from worker.context import STATE, WorkerState
 from worker.delivery import deliver_forever
-from worker.gate import Gate
 from worker.recovery import recover_forever
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages

@@ -24,7 +24,7 @@ from mcp_batch.backends.servers_file import Backend, Registry
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
 from mcp_batch.models import ToolInfo
-from worker.gate import Gate
+from worker.admission import Gate
 
 logger = logging.getLogger(__name__)
 
