@@ -21,8 +21,8 @@ from typing import Protocol
 
 from mcp_batch.backends.limits import Reservation, share_of
 from mcp_batch.backends.servers_file import Backend, RateLimit
-from mcp_batch.ops.outage import REDIS_DOWN, with_redis_retry
 from mcp_batch.store.channels import Listener
+from mcp_batch.store.outage import REDIS_DOWN, with_redis_retry
 from worker import metrics
 
 logger = logging.getLogger(__name__)

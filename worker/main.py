@@ -25,12 +25,12 @@ from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.keys import Keys
 from mcp_batch.ops import durability, logs, tracing
-from mcp_batch.ops.outage import redis_retried
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.cursor_secret import load_cursor_key
+from mcp_batch.store.outage import redis_retried
 from mcp_batch.store.overview import Heartbeat
 from worker import metrics
 from worker.admission import Gate
