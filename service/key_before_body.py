@@ -4,34 +4,24 @@ FastAPI reads and parses a request's body before it resolves the route's depende
 no key (or a wrong one) gets its 401 only once its body, up to the body limit, has been read and parsed on the event
 loop. Here such a request is answered from its headers alone and its body is never read. The routes that need a key
 are found once, among the routes of the routers the app includes: those that depend on the caller (`get_caller`),
-and /metrics unless MCP_BATCH_METRICS_PUBLIC. Health routes, the OpenAPI document and paths no route matches stay
-open, as before.
+and /metrics unless MCP_BATCH_METRICS_PUBLIC (`service/route_tree.py` reads what a route depends on). Health routes,
+the OpenAPI document and paths no route matches need no key and pass through.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_batch.errors import Unauthenticated
 from mcp_batch.tenants import KeyRing
+from service import route_tree
 from service.auth import get_caller, identify, unauthorized
 
 METRICS_PATH = "/metrics"
-
-
-def _depends_on_caller(dependant: Dependant) -> bool:
-    pending = [dependant]
-    while pending:
-        node = pending.pop()
-        if node.call is get_caller:
-            return True
-        pending.extend(node.dependencies)
-    return False
 
 
 def keyed_routes(routes: Sequence[BaseRoute], metrics_public: bool) -> list[BaseRoute]:
@@ -40,7 +30,7 @@ def keyed_routes(routes: Sequence[BaseRoute], metrics_public: bool) -> list[Base
         route
         for route in routes
         if isinstance(route, APIRoute)
-        and (_depends_on_caller(route.dependant) or (route.path == METRICS_PATH and not metrics_public))
+        and (route_tree.depends_on(route, get_caller) or (route.path == METRICS_PATH and not metrics_public))
     ]
 
 

@@ -1,7 +1,7 @@
 """JSON Lines uploads: `POST /v1/batches` with `Content-Type: application/x-ndjson` (or `application/jsonl`) takes
 one call per line and the batch options as query parameters (`?mode=serial&read_only=false`).
 
-The body is read as it streams: each line is parsed strictly (`json_body.loads`) and checked as a `Call` once it is
+The body is read as it streams: each line is parsed strictly (`strict_json.loads`) and checked as a `Call` once it is
 complete, so no document of the whole batch is built, and the event loop gets a turn every few hundred lines. Every
 problem names its line (`loc: ["line", 3, "server"]`, blank lines counted, 1-based), and so do the whole-batch ones
 found afterwards (a duplicate id, a server the key may not call); options name `["query", name]`. The parsed calls
@@ -153,16 +153,18 @@ async def read_upload(request: Request, max_calls: int, max_depth: int) -> Uploa
 
 
 class _ParsedRequest(Request):
-    """The request as FastAPI's handler reads it: a JSON body already parsed (the stream was read here)."""
+    """The request as FastAPI's handler reads it: a JSON body, already parsed (the stream was read here)."""
 
     def __init__(self, request: Request, body: dict[str, Any]) -> None:
         headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
         super().__init__({**request.scope, "headers": [*headers, (b"content-type", b"application/json")]})
-        self._body = b"{}"  # Starlette's cache of the body: FastAPI asks for it before it asks for json()
-        self._parsed = body
+        self.parsed = body
+
+    async def body(self) -> bytes:
+        return b"{}"  # not empty: FastAPI reads a body's json() only when it has bytes
 
     async def json(self) -> Any:
-        return self._parsed
+        return self.parsed
 
 
 _OPTION_SCHEMAS: dict[str, dict[str, Any]] = {

@@ -1,12 +1,12 @@
 """Reading a JSON body with orjson, a piece at a time, trusted only where it reads the body exactly as the strict
-parser of `json_body` would.
+parser of `strict_json` would.
 
 orjson refuses what that parser refuses (NaN, Infinity, a number too large for a float, unpaired surrogates, bytes
 that are not UTF-8), but it keeps the last of a key given twice and reads an integer over 64 bits as a float. So a
 piece it read is taken only when
   - its text has as many colons as its value written back by orjson: one per member, and a key given twice is one
     member less (an escaped colon, `\\u003a`, would throw the count off: such a piece is not taken);
-  - it has no integer of 19 digits or more (json_body keeps an integer exact, orjson may not);
+  - it has no integer of 19 digits or more (strict_json keeps an integer exact, orjson may not);
   - its arrays and objects nest no deeper than allowed, counted on its brackets outside strings.
 Anything else raises `Unsure`, and the caller reads the body with the strict parser, which gives the reason when
 there is one. A body is never taken that the strict parser refuses, and what is taken is the value it would give.
@@ -47,7 +47,7 @@ class Unsure(Exception):
     """orjson's reading of the body is not known to be the strict parser's: read it with that parser."""
 
 
-def read(body: bytes, max_depth: int, pause: Callable[[], None] | None = None, slow: Slow | None = None) -> Any:
+def read_pieces(body: bytes, max_depth: int, pause: Callable[[], None] | None = None, slow: Slow | None = None) -> Any:
     """The JSON value of `body`, or Unsure. With `pause`, a large body is read in pieces, `pause()` between them."""
     cuts, marks = _cuts(body) if pause is not None and len(body) > PIECE else ([], [])
     if not cuts:

@@ -3,20 +3,21 @@ answering other requests meanwhile.
 
 A thread alone is not enough: JSON parsers and pydantic's validator are C and Rust code that hold the GIL from start
 to end, so one 100,000-call body would still stop the loop for a second or more. Here the body is parsed a piece of
-a few hundred kilobytes at a time (`json_body.loads` with a `pause`), a long list of models (a batch's `calls`) is
+a few hundred kilobytes at a time (`strict_json.loads` with a `pause`), a long list of models (a batch's `calls`) is
 validated a chunk at a time, and, while a large body is in hand, the interpreter's switch interval is 1 ms: the
 loop's thread gets the GIL within a millisecond of asking, at the end of the step in hand. What comes out is exactly
-what `json_body.loads` and `model.model_validate` would give, errors included. What the body leaves behind is freed
+what `strict_json.loads` and `model.model_validate` would give, errors included. What the body leaves behind is freed
 by a thread of its own, a chunk at a time, while the answer goes out (`drain`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
@@ -30,6 +31,7 @@ OFF_LOOP_BYTES = 64 * 1024  # bodies larger than this are read off the event loo
 _CHUNK = 250  # list items validated in one step (each step holds the GIL a few milliseconds)
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 class InvalidBody(ValueError):
@@ -95,6 +97,14 @@ def give_way() -> None:
     if now - _gave_way >= _GIVE_WAY_EVERY:
         _gave_way = now
         time.sleep(0)
+
+
+async def off_loop_if_large(size: int, parse: Callable[[Callable[[], None] | None], T]) -> T:
+    """`parse(None)` for a body of `size` bytes up to OFF_LOOP_BYTES; for a larger one, `parse(give_way)` in a
+    worker thread (a parse that calls `give_way` as it goes lets the event loop's thread take the GIL)."""
+    if size <= OFF_LOOP_BYTES:
+        return parse(None)
+    return await asyncio.to_thread(parse, give_way)
 
 
 def parse(body: bytes, max_depth: int, model: type[M] | None = None) -> Any:

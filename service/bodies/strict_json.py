@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from service.bodies import json_pieces
+from service.bodies.json_pieces import Unsure, read_pieces
 
 # A \uD800-\uDFFF escape: either half of a surrogate pair, or a lone one (the full check runs only when one appears).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -102,11 +102,11 @@ def loads(body: bytes, max_depth: int, pause: Callable[[], None] | None = None) 
         try:
             return strict_loads(piece, levels, pause)
         except MalformedJSON:
-            raise json_pieces.Unsure from None  # the reason is given for the whole body, at its offset
+            raise Unsure from None  # the reason is given for the whole body, at its offset
 
     try:
-        return json_pieces.read(body, max_depth, pause, slow)
-    except json_pieces.Unsure:
+        return read_pieces(body, max_depth, pause, slow)
+    except Unsure:
         return strict_loads(body, max_depth, pause)
 
 

@@ -1,8 +1,12 @@
-"""Routes whose JSON bodies are parsed strictly (`core.json_body`) and must say they are JSON.
+"""Routes whose JSON bodies are parsed strictly (`strict_json.loads`) and must say they are JSON.
 
 A route with a body answers 415 to a body sent as anything but `application/json` (or `+json`), a missing
 Content-Type included, rather than handing the raw bytes to validation; a JSON body it cannot take (see
-`json_body.loads`) is a 422 `json_invalid` naming what is wrong. Neither ever quotes the body.
+`strict_json.loads`) is a 422 `json_invalid` naming what is wrong. Neither ever quotes the body.
+
+The body reaches FastAPI through its public customization points: an `APIRoute` subclass whose handler hands FastAPI a
+`Request` subclass with its own `json()`. What the route takes (its query parameters, its body's model) is read from
+its dependency tree by `service/route_tree.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from email.message import Message
 from typing import Any
 
 from fastapi import Request, Response
-from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -22,7 +25,8 @@ from pydantic import BaseModel
 
 from mcp_batch.models import ErrorDetail
 from mcp_batch.settings import Settings
-from service.bodies import off_loop
+from service import route_tree
+from service.bodies.off_loop import OFF_LOOP_BYTES, InvalidBody, collector_paused, drain, parse
 from service.bodies.strict_json import MalformedJSON, loads
 
 _DEFAULT_DEPTH = Settings.model_fields["max_json_depth"].default
@@ -30,17 +34,23 @@ _DEFAULT_DEPTH = Settings.model_fields["max_json_depth"].default
 UNSUPPORTED_MEDIA_TYPE = "the body must be JSON, sent with Content-Type: application/json"
 
 
+_UNREAD = object()
+
+
 class StrictJSONRequest(Request):
-    """A request whose `json()` is `json_body.loads`, its failures reported as decode errors (FastAPI's 422)."""
+    """A request whose `json()` is `strict_json.loads`, its failures reported as decode errors (FastAPI's 422), or
+    the value a parse off the event loop handed in (`parsed`)."""
+
+    parsed: Any = _UNREAD
 
     async def json(self) -> Any:
-        if not hasattr(self, "_json"):
+        if self.parsed is _UNREAD:
             max_depth = getattr(self.app.state, "max_json_depth", _DEFAULT_DEPTH)
             try:
-                self._json = loads(await self.body(), max_depth)
+                self.parsed = loads(await self.body(), max_depth)
             except MalformedJSON as exc:
                 raise json.JSONDecodeError(exc.msg, "", exc.pos) from None
-        return self._json
+        return self.parsed
 
 
 def is_json(content_type: str | None) -> bool:
@@ -60,19 +70,19 @@ def has_body(request: Request) -> bool:
 
 
 class StrictJSONRoute(APIRoute):
-    """An APIRoute that parses its JSON body with `json_body.loads` and answers 415 to a body that is not JSON."""
+    """An APIRoute that parses its JSON body with `strict_json.loads` and answers 415 to a body that is not JSON."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(path, endpoint, **kwargs)
-        if self.body_field is not None:  # a copy: the responses given may be shared by other routes
+        if route_tree.takes_body(self):  # a copy: the responses given may be shared by other routes
             refusal = {"model": ErrorDetail, "description": UNSUPPORTED_MEDIA_TYPE.capitalize()}
             self.responses = {415: refusal, **self.responses}
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
-        takes_body = self.body_field is not None
-        model = _body_model(self)
-        known = _query_names(self.dependant)
+        takes_body = route_tree.takes_body(self)
+        model = route_tree.body_model(self)
+        known = route_tree.query_names(self)
 
         async def strict(request: Request) -> Response:
             if takes_body and has_body(request) and not is_json(request.headers.get("content-type")):
@@ -88,50 +98,30 @@ class StrictJSONRoute(APIRoute):
             if model is None or not has_body(request):
                 return await handler(strict_request)
             body = await strict_request.body()
-            if len(body) <= off_loop.OFF_LOOP_BYTES:
+            if len(body) <= OFF_LOOP_BYTES:
                 return await handler(strict_request)
-            with off_loop.collector_paused():
-                strict_request._json = await _parse_off_loop(strict_request, body, model)
+            with collector_paused():
+                strict_request.parsed = await _parse_off_loop(strict_request, body, model)
                 try:
                     return await handler(strict_request)
                 finally:  # the answer is made: free the request's model off the loop, before it is dropped here
-                    await asyncio.to_thread(off_loop.drain, strict_request._json)
+                    await asyncio.to_thread(drain, strict_request.parsed)
 
         return strict
 
 
-def _query_names(dependant: Dependant) -> set[str]:
-    """The query parameters a route takes, its dependencies' included."""
-    names: set[str] = set()
-    pending = [dependant]
-    while pending:
-        node = pending.pop()
-        names |= {param.alias for param in node.query_params}
-        pending.extend(node.dependencies)
-    return names
-
-
-def _body_model(route: APIRoute) -> type[BaseModel] | None:
-    """The model of the route's one (not embedded) body parameter, if it has one."""
-    params = route.dependant.body_params
-    if len(params) != 1 or getattr(params[0].field_info, "embed", False):
-        return None
-    annotation = params[0].field_info.annotation
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-
-
 async def _parse_off_loop(request: Request, body: bytes, model: type[BaseModel]) -> BaseModel:
-    """The body parsed and validated in a worker thread (see body_reading), its faults the 422 FastAPI would give.
+    """The body parsed and validated in a worker thread (see off_loop), its faults the 422 FastAPI would give.
 
     The validated instance then goes to FastAPI as the parsed body, which passes a model instance through its own
-    validation as it is (pydantic does not revalidate instances); tests/service/test_body_reading.py fails if that
+    validation as it is (pydantic does not revalidate instances); tests/service/bodies/test_off_loop.py fails if that
     changes (the model would be validated twice, the second time on the event loop)."""
     max_depth = getattr(request.app.state, "max_json_depth", _DEFAULT_DEPTH)
     try:
-        value: BaseModel = await asyncio.to_thread(off_loop.parse, body, max_depth, model)
+        value: BaseModel = await asyncio.to_thread(parse, body, max_depth, model)
     except MalformedJSON as exc:
         error = {"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error", "input": {}}
         raise RequestValidationError([error | {"ctx": {"error": exc.msg}}]) from None
-    except off_loop.InvalidBody as exc:
+    except InvalidBody as exc:
         raise RequestValidationError([error | {"loc": ("body", *error["loc"])} for error in exc.errors]) from None
     return value

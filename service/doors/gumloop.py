@@ -13,7 +13,6 @@ A key with `write` runs every call; a key without it runs the read-only ones, an
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
@@ -25,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mcp_batch.errors import Forbidden, InvalidBatch, Problem, Unauthenticated
 from mcp_batch.models import ID_PATTERN, TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
 from mcp_batch.settings import Settings
+from service import bodies
 from service.application import reading, submitting
 from service.auth import AUTH_RESPONSES, CallerOrRefusalDep
-from service.bodies import off_loop, strict_json
 from service.deps import ServicesDep
 
 router = APIRouter(tags=["gumloop"], responses=AUTH_RESPONSES)
@@ -135,10 +134,10 @@ def parse_request(
     body: bytes, max_calls: int, max_depth: int = 64, pause: Callable[[], None] | None = None
 ) -> GumloopRequest:
     """The validated body, or InvalidBatch listing every fault by location (never by submitted value). `pause`: see
-    `strict_json.loads`."""
+    `bodies.loads`."""
     try:
-        data = strict_json.loads(body, max_depth, pause)
-    except strict_json.MalformedJSON as exc:
+        data = bodies.loads(body, max_depth, pause)
+    except bodies.MalformedJSON as exc:
         raise InvalidBatch([Problem((), f"the body is not valid JSON: {exc.msg}", "json_invalid")]) from None
     problems: list[Problem] = []
     calls = data.get("calls") if isinstance(data, dict) else None
@@ -298,9 +297,8 @@ async def call_tools(request: Request, services: ServicesDep, caller: CallerOrRe
     try:
         settings = services.settings
         raw = await request.body()
-        limits = (raw, settings.gumloop_max_calls, settings.max_json_depth)
-        large = len(raw) > off_loop.OFF_LOOP_BYTES  # parsed in a worker thread, giving the GIL away as it goes
-        body = await asyncio.to_thread(parse_request, *limits, off_loop.give_way) if large else parse_request(*limits)
+        max_calls, depth = settings.gumloop_max_calls, settings.max_json_depth
+        body = await bodies.off_loop_if_large(len(raw), lambda pause: parse_request(raw, max_calls, depth, pause))
         if caller.keyed and body.team_id is not None and body.team_id != caller.tenant:
             raise Forbidden([Problem(("team_id",), "the team is not this key's tenant", "forbidden")])
         batch_id = (await submitting.submit(services, to_batch(body, read_only=not caller.write), caller)).batch_id

@@ -24,7 +24,7 @@ from mcp_batch.store import idempotency
 from service.application import reading, submitting
 from service.application.services import Services
 from service.auth import AUTH_RESPONSES, CallerDep
-from service.bodies.json_lines import JSONLinesRoute, accepts_json_lines
+from service.bodies import JSONLinesRoute, accepts_json_lines
 from service.deps import OwnedBatchId, ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=JSONLinesRoute, responses=AUTH_RESPONSES)

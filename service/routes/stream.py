@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from service.application.progress import KEEP_ALIVE, Event, progress
 from service.auth import AUTH_RESPONSES
-from service.bodies.strict_route import StrictJSONRoute
+from service.bodies import StrictJSONRoute
 from service.deps import OwnedBatchId, ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=StrictJSONRoute, responses=AUTH_RESPONSES)
