@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mcp_batch.backends.failures import describe
 from mcp_batch.backends.servers_file import Backend, HttpBackend
@@ -67,7 +66,7 @@ async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
     try:
         async with AsyncExitStack() as stack:
             if isinstance(backend, HttpBackend):
-                http = create_mcp_http_client(
+                http = httpx2.AsyncClient(  # as the SDK's transports make theirs: redirects not followed
                     headers={k: v.get_secret_value() for k, v in backend.headers.items()},
                     timeout=httpx2.Timeout(timeout, read=max(timeout, 300.0)),
                 )

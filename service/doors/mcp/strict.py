@@ -35,12 +35,8 @@ class StrictTool(Tool):
         tool.parameters["additionalProperties"] = False  # the schema says so too
         return tool
 
-    def _accepted(self) -> set[str]:
-        fields = self.fn_metadata.arg_model.model_fields
-        return {field.alias or name for name, field in fields.items()}
-
     async def run(self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False) -> Any:
-        unknown = sorted(set(arguments) - self._accepted())
+        unknown = sorted(set(arguments) - set(self.parameters.get("properties", {})))
         if unknown:
             named: list[tuple[tuple[str | int, ...], str]] = [
                 ((name,), "not an argument of this tool") for name in unknown
@@ -50,7 +46,8 @@ class StrictTool(Tool):
             return await super().run(arguments, context, convert_result=convert_result)
         except ToolError as exc:
             # The SDK reports arguments that fail the input schema as a ToolError caused by pydantic's error, whose
-            # text quotes each input; a crash (UnexpectedToolError) already carries no detail.
+            # text quotes each input (its Tool.run says so; tests/service/doors/mcp/test_strict.py fails if that
+            # changes); a crash (UnexpectedToolError) already carries no detail.
             if type(exc) is not ToolError or not isinstance(exc.__cause__, ValidationError):
                 raise
             problems = [(tuple(e["loc"]), e["msg"]) for e in exc.__cause__.errors()]
