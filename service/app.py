@@ -28,7 +28,7 @@ from mcp_batch.store.cursor_secret import load_cursor_key
 from mcp_batch.tenants import load_keys
 from service.application.services import Services
 from service.doors import gumloop
-from service.doors.mcp.server import build_mcp_server, mcp_routes
+from service.doors.mcp import build_mcp_server, mcp_routes
 from service.http_errors import install_error_handlers
 from service.key_before_body import KeyFirst
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable

@@ -4,7 +4,7 @@ Turned on by `MCP_BATCH_MCP_PROXY` and, per key, by the keys file's `proxy` righ
 `tools/list` shows the batch tools, then each visible backend tool with the backend's own input and output schema,
 title, description and annotations, read from the tools catalog (Redis), a page of `mcp_proxy_page_size` at a time.
 A key without `write` sees only read-only tools. A `tools/call` of one runs as a batch of one (`BatchTasks` does it,
-see mcp_tasks.py), so it queues under the backend's limits and the tenant's share like any batch.
+see tasks.py), so it queues under the backend's limits and the tenant's share like any batch.
 """
 
 from __future__ import annotations
