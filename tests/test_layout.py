@@ -19,6 +19,21 @@ ALLOWED = {
     "mcp_batch_cli": {"mcp_batch", "service", "worker", "demo"},
     "bench": {"mcp_batch", "mcp_batch_cli"},
 }
+# Inside the shared library, folder by folder (its root's modules are the floor): the store hands back plain data and
+# the contract renders it; ops observes the store (metrics of its overview, spans of its claims).
+FOLDERS = {
+    "mcp_batch": set(),
+    "mcp_batch.client": {"mcp_batch"},
+    "mcp_batch.backends": {"mcp_batch"},
+    "mcp_batch.store": {"mcp_batch", "mcp_batch.backends"},
+    "mcp_batch.contract": {"mcp_batch", "mcp_batch.backends", "mcp_batch.store"},
+    "mcp_batch.ops": {"mcp_batch", "mcp_batch.store"},
+}
+# Every door goes through the one application layer, which imports no door; the body readers know no use case.
+# Two packages are entered through their __init__ only (nothing outside them imports their modules).
+SERVICE_LOWER = {"service.application": ("service.routes", "service.doors", "service.bodies")}
+SERVICE_LOWER["service.bodies"] = ("service.application", "service.routes", "service.doors")
+ENTERED_BY_INIT = ("service.bodies", "service.doors.mcp")
 
 
 def _modules() -> dict[str, Path]:
@@ -72,6 +87,31 @@ def test_the_module_graph_has_no_cycle() -> None:
     for name in graph:
         if name not in state:
             visit(name, [])
+
+
+def _folder(name: str, modules: dict[str, Path]) -> str:
+    return name if modules[name].name == "__init__.py" else name.rpartition(".")[0]
+
+
+def test_the_shared_librarys_folders_import_one_way() -> None:
+    modules = _modules()
+    for name, imported in _graph().items():
+        if name.split(".")[0] != "mcp_batch":
+            continue
+        folder = _folder(name, modules)
+        others = {_folder(module, modules) for module in imported if module.startswith("mcp_batch")} - {folder}
+        assert others <= FOLDERS[folder], f"{name} imports {sorted(others - FOLDERS[folder])}"
+
+
+def test_the_application_layer_imports_no_door_and_two_packages_are_entered_by_their_init() -> None:
+    for name, imported in _graph().items():
+        for lower, above in SERVICE_LOWER.items():
+            if name.startswith(lower):
+                assert [m for m in imported if m.startswith(above)] == [], f"{name} imports a layer above it"
+        for package in ENTERED_BY_INIT:
+            if not name.startswith(package):
+                inside = [m for m in imported if m.startswith(package + ".")]
+                assert inside == [], f"{name} imports {inside}: enter {package} by its __init__"
 
 
 def test_a_package_qualifies_its_modules_names_and_no_module_is_long() -> None:

@@ -23,13 +23,14 @@ from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.checks import Bounds
+from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.keys import Keys
 from mcp_batch.ops import durability, logs, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
-from mcp_batch.store.cursor_secret import load_cursor_key
+from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.store.outage import redis_retried
 from mcp_batch.store.overview import Heartbeat
 from worker import metrics
@@ -92,7 +93,9 @@ async def startup(ctx: dict[str, Any]) -> None:
     if persistence.waits_for_disk:  # a write is sent only once its claim is on disk
         pool.disk_wait = partial(durability.wait_for_disk, redis, keys.durability_probe)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
-    pages = CursorPages(store, await load_cursor_key(redis, keys, settings.cursor_secret), settings.response_max_bytes)
+    pages = CursorPages(
+        store, CursorKey(await cursor_secret(redis, keys, settings.cursor_secret)), settings.response_max_bytes
+    )
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)
     heartbeat = Heartbeat(redis, keys, worker_id)
     await heartbeat.beat()  # live (and counted by /readyz) before the first job

@@ -9,11 +9,11 @@ ends `invalid_cursor`, saying why and never repeating the cursor.
 from __future__ import annotations
 
 from mcp_batch import records
-from mcp_batch.contract import budget
+from mcp_batch.contract import budget, document
 from mcp_batch.contract.item_cursors import CursorKey, Position, cursor_length, locate
 from mcp_batch.errors import InvalidCursor
 from mcp_batch.keys import is_batch_id
-from mcp_batch.models import TERMINAL_ITEM, ItemStatus
+from mcp_batch.models import TERMINAL_ITEM, ItemResult, ItemStatus
 from mcp_batch.records import ItemRecord, error_info
 from mcp_batch.store import Store
 from mcp_batch.store.claims import Claim
@@ -37,27 +37,27 @@ class CursorPages:
 
     async def _page(self, claim: Claim, tenant: str, worker: str) -> ItemRecord:
         at = self.key.open(claim.cursor or "", tenant)
-        source = await self.store.reads.at(at.batch_id, at.index) if is_batch_id(at.batch_id) else None
-        if source is None or source.tenant != tenant:
+        stored = await self.store.reads.at(at.batch_id, at.index) if is_batch_id(at.batch_id) else None
+        if stored is None or stored.row.tenant != tenant:
             raise InvalidCursor("the batch the cursor came from no longer exists (cursors expire with their batch)")
-        spec = source.spec
+        spec, source = stored.spec, ItemResult.model_validate(document.item(stored))
         if (spec.server, spec.tool, spec.arguments) != (claim.server, claim.tool, claim.arguments):
             raise InvalidCursor("the cursor belongs to a call with another server, tool or arguments")
-        if source.item.status not in TERMINAL_ITEM:
+        if source.status not in TERMINAL_ITEM:
             raise InvalidCursor("the item the cursor came from has not finished")
-        item = source.item.model_dump(mode="json")
+        item = source.model_dump(mode="json")
         page, resume = budget.page(item, locate(item, at), self.page_bytes, cursor_length(at.batch_id))
         following = page.get("next_cursor")
         if resume is not None:
             following = self.key.issue(tenant, Position(at.batch_id, at.index, *resume))
-        failure = source.item.error
+        failure = source.error
         error = error_info(failure.code, failure.message, failure.type, **(failure.details or {})) if failure else None
         return records.record(
-            source.item.status,
+            source.status,
             worker=worker,
             error=error,
             content=page["content"],
-            is_error=source.item.is_error,
+            is_error=source.is_error,
             next_cursor=following,
             attempts=0,
         )

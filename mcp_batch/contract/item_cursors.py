@@ -6,7 +6,7 @@ a caller and taken back from one: `GET /v1/batches/{id}/items/{item_id}?cursor=`
 call's own `cursor` (CentralMCP's per-call cursor: the call's result is the next page, read without calling the
 backend). A cursor dies with its batch. It is never echoed back: a refusal only says why (`InvalidCursor.reason`).
 
-Pure functions and values; the key itself comes from the settings or from Redis (store/cursor_key.py).
+Pure functions and values; the key's secret comes from the settings or from Redis (store/cursor_secret.py).
 """
 
 from __future__ import annotations

@@ -2,13 +2,14 @@
 
     submits       create a batch (all or nothing), delete one that could not be queued, count unfinished items
     claims        finish an item and claim the next in one round trip (the worker's hot path)
-    reads         the document, one item, finished items in finish order, what a retry needs, waiting for the end
+    reads         a page of a batch, one item, items in finish order, what a retry needs, waiting for the end
     leases        shard jobs' leases and take-over, cancel, deadlines
     tenants       who owns a batch, and each tenant's batches newest first
     idempotency   Idempotency-Key records
     webhooks      the completion webhooks' delivery queue
 
-The hash fields are read only in batch_row.py and the Lua scripts (scripts.py).
+The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
+as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
 """
 
 from __future__ import annotations

@@ -100,14 +100,6 @@ class Claims:
         claims = [_claim(*reply[i : i + 3]) for i in range(2, len(reply), 3)]
         return Step(claims, more=state == 1, lost=state == -3)
 
-    async def advance(
-        self, batch_id: str, job: str, finished: tuple[Claim, ItemRecord] | None, want_next: bool
-    ) -> Claim | None:
-        """One item at a time: record `finished` (if any) and claim the next one (if wanted and allowed). None when
-        there is nothing to claim: the batch is done, halted, or this job's lease was taken over."""
-        step = await self.step(batch_id, job, [] if finished is None else [finished], 1 if want_next else 0)
-        return step.claims[0] if step.claims else None
-
     async def _evalsha(self, keys: list[str], args: list[Any]) -> Any:
         # While Redis is down or loading its append-only file, the finished items a step carries exist only in the
         # worker's memory: wait for Redis rather than drop them. Repeating a step records nothing twice (the script

@@ -68,6 +68,6 @@ async def call_one(
 async def read_one(app: Services, batch_id: str, wait_seconds: float = 0, cursor: str | None = None) -> OneCall:
     """A direct call's batch after waiting up to `wait_seconds` for it: its item (one page of it) once finished."""
     await reading.wait(app, batch_id, wait_seconds)
-    if (await app.store.reads.status(batch_id)) not in TERMINAL_BATCH:
+    if (await app.store.reads.row(batch_id)).status not in TERMINAL_BATCH:
         return OneCall(batch_id, None)
     return OneCall(batch_id, await reading.item(app, batch_id, ONE_CALL_ID, cursor))

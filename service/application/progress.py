@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
 
+from mcp_batch.contract import document as documents
 from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import TERMINAL_BATCH
@@ -53,10 +53,9 @@ async def _events(
     quiet_since = loop.time()
     position, shown = after, None
     while True:
-        document, row = await store.reads.snapshot(batch_id)
+        row = await store.reads.row(batch_id)  # its `finished` is the length of the list of finished items
+        document = documents.summary(batch_id, row, 0, 0, [])
         ended = document.status in TERMINAL_BATCH
-        if row.deadline_at is not None and row.deadline_at <= time.time() and not ended:
-            await store.leases.expire(batch_id)  # as a GET does, for a deployment with no worker running
         sent = False
         counts = document.counts.model_dump(mode="json")
         # The first progress comes before the items that finished before the client connected; later ones follow
@@ -68,7 +67,7 @@ async def _events(
         finished = row.ended_items  # once ended, the items that never ran too
         if finished > position:
             async for chunk in store.reads.finished_since(batch_id, position, row):
-                yield [_item_event(item) for item in chunk]
+                yield [_item_event(item) for item in documents.in_finish_order(row, chunk)]
             position, sent = finished, True
         if not first and (document.status, counts) != shown:
             shown, sent = (document.status, counts), True

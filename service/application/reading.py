@@ -1,18 +1,19 @@
 """Use cases that read a batch: the document (wait, then one page within the byte budget), one item (paged), the
 finished items as JSON Lines, the caller's batches, and cancel. Every door reads through these, so every door
-applies the budget and the deadline the same way."""
+applies the budget the same way. A read writes nothing: a batch past its deadline reads as the store presents it
+(`BatchRow.as_of`), and the workers' sweep records its end."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
 
 from mcp_batch.contract import budget, plain_items
+from mcp_batch.contract import document as documents
 from mcp_batch.contract.item_cursors import Position, cursor_length, locate
 from mcp_batch.errors import InvalidCursor
-from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
+from mcp_batch.models import BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
 from mcp_batch.tenants import Caller
 from service.application.services import Services
 
@@ -21,18 +22,14 @@ async def document(app: Services, batch_id: str, offset: int = 0, limit: int | N
     """A page of the document that fits the batch's byte budget: no more items than the budget holds, each item
     over its share filled up to it, with a `next_cursor` to the rest."""
     store = app.store
-    max_bytes, deadline, status, tenant = await store.reads.page_facts(batch_id)
-    if deadline is not None and deadline <= time.time() and status not in TERMINAL_BATCH:
-        await store.leases.expire(batch_id)  # workers apply deadlines within a second; this covers no workers
+    max_bytes, tenant = await store.reads.page_facts(batch_id)
     page = budget.most_items(max_bytes) if limit is None else min(limit, budget.most_items(max_bytes))
-    found = await store.reads.page(batch_id, offset, page)
-    items, removed, resumes = budget.fit(cast(list[dict[str, Any]], found.items), max_bytes, cursor_length(batch_id))
+    found, plain = documents.page(batch_id, await store.reads.page(batch_id, offset, page))
+    items, removed, resumes = budget.fit(cast(list[dict[str, Any]], plain), max_bytes, cursor_length(batch_id))
     for k, (block, char) in resumes.items():
         items[k]["next_cursor"] = app.cursors.issue(tenant, Position(batch_id, items[k]["index"], block, char))
-    document = found.document
-    document.results = [ItemResult.model_validate(item) for item in items]
-    document.truncated, document.truncated_bytes = removed > 0, removed
-    return document
+    results = [ItemResult.model_validate(item) for item in items]
+    return found.model_copy(update={"results": results, "truncated": removed > 0, "truncated_bytes": removed})
 
 
 async def wait(app: Services, batch_id: str, seconds: float) -> None:
@@ -53,7 +50,8 @@ async def item(app: Services, batch_id: str, item_id: str, cursor: str | None = 
     """The stored item; when it is larger than one response, as much of it as one holds and `next_cursor`, and from
     a cursor, the next page of its content. InvalidCursor when the cursor does not verify or is another item's."""
     located = await app.store.reads.located(batch_id, item_id)
-    found, tenant = located.item.model_dump(mode="json"), located.tenant
+    found = ItemResult.model_validate(documents.item(located)).model_dump(mode="json")  # measured as it is sent
+    tenant = located.row.tenant
     if cursor is None:
         small, resume = budget.shrink(found, app.settings.response_max_bytes, cursor_length(batch_id))
     else:
@@ -81,7 +79,8 @@ async def results(app: Services, batch_id: str, statuses: set[ItemStatus] | None
     row = await store.reads.row(batch_id)  # a snapshot: the cursor covers exactly what is streamed
 
     async def lines() -> AsyncIterator[bytes]:
-        async for chunk in store.reads.finished_since(batch_id, after, row):
+        async for ended in store.reads.finished_since(batch_id, after, row):
+            chunk = documents.in_finish_order(row, ended)
             wanted = chunk if statuses is None else [found for found in chunk if found["status"] in statuses]
             if wanted:  # a chunk's lines in one piece of the response
                 yield b"".join(plain_items.line(found) for found in wanted)
