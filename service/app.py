@@ -63,9 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             keys=keys,
             registry=registry,
             redis=redis,
-            store=Store(
-                redis, keys, settings.retention_seconds, done, settings.response_max_bytes, settings.lease_seconds
-            ),
+            store=Store.from_settings(redis, settings, done),
             catalog=catalog,
             rate=RateLimiter(redis, keys),
             leases=LeaseSemaphore(redis, keys),

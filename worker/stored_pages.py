@@ -27,15 +27,15 @@ class CursorPages:
         self.key = key
         self.page_bytes = page_bytes  # a page as large as the item route's
 
-    async def answer(self, claim: Claim, tenant: str, worker: str) -> ItemRecord:
+    async def answer(self, claim: Claim, tenant: str, build: records.Builder) -> ItemRecord:
         """The record of a call with a cursor: the page it points at, or `invalid_cursor`."""
         try:
-            return await self._page(claim, tenant, worker)
+            return await self._page(claim, tenant, build)
         except InvalidCursor as exc:
             error = error_info("invalid_cursor", exc.reason, "validation")
-            return records.record(ItemStatus.invalid_cursor, worker=worker, error=error, attempts=0)
+            return build(ItemStatus.invalid_cursor, error=error, attempts=0)
 
-    async def _page(self, claim: Claim, tenant: str, worker: str) -> ItemRecord:
+    async def _page(self, claim: Claim, tenant: str, build: records.Builder) -> ItemRecord:
         at = self.key.open(claim.cursor or "", tenant)
         stored = await self.store.reads.at(at.batch_id, at.index) if is_batch_id(at.batch_id) else None
         if stored is None or stored.row.tenant != tenant:
@@ -52,9 +52,8 @@ class CursorPages:
             following = self.key.issue(tenant, Position(at.batch_id, at.index, *resume))
         failure = source.error
         error = error_info(failure.code, failure.message, failure.type, **(failure.details or {})) if failure else None
-        return records.record(
+        return build(
             source.status,
-            worker=worker,
             error=error,
             content=page["content"],
             is_error=source.is_error,

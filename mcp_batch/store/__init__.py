@@ -17,6 +17,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from mcp_batch.keys import LIVE_TTL_SECONDS, Keys
+from mcp_batch.settings import Settings
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.claims import Claims
 from mcp_batch.store.idempotency import IdempotencyKeys
@@ -29,8 +30,11 @@ from mcp_batch.store.webhook_queue import WebhookQueue
 _WEBHOOK_LEASE_SECONDS = 60.0  # an attempt's claim: well past its timeout, so only a dead or frozen worker's lapses
 
 
+_DEFAULTS = Settings.model_fields  # the keyword arguments' defaults are the settings' (tests build stores by hand)
+
+
 class Store:
-    """Batch persistence over one Redis connection pool, as composed parts."""
+    """Batch persistence over one Redis connection pool, as composed parts. A process builds it `from_settings`."""
 
     def __init__(
         self,
@@ -38,9 +42,9 @@ class Store:
         keys: Keys,
         retention_seconds: int,
         done: Listener | None = None,
-        response_max_bytes: int = 300_000,
-        lease_seconds: float = 30.0,
-        outage_seconds: float = 300.0,
+        response_max_bytes: int = _DEFAULTS["response_max_bytes"].default,
+        lease_seconds: float = _DEFAULTS["lease_seconds"].default,
+        outage_seconds: float = _DEFAULTS["redis_outage_seconds"].default,
     ) -> None:
         live_ms = LIVE_TTL_SECONDS * 1000
         lease_ms = int(lease_seconds * 1000)
@@ -51,6 +55,19 @@ class Store:
         self.tenants = TenantIndex(redis, keys)
         self.idempotency = IdempotencyKeys(redis, keys, live_ms)
         self.webhooks = WebhookQueue(redis, keys, _WEBHOOK_LEASE_SECONDS)
+
+    @classmethod
+    def from_settings(cls, redis: Redis, settings: Settings, done: Listener | None = None) -> Store:
+        """The store of a process: every part given what the settings say (`done`: the API's listener, for waits)."""
+        return cls(
+            redis,
+            Keys(settings.key_prefix),
+            settings.retention_seconds,
+            done,
+            settings.response_max_bytes,
+            settings.lease_seconds,
+            settings.redis_outage_seconds,
+        )
 
 
 __all__ = ["Store"]
