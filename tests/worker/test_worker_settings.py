@@ -14,7 +14,7 @@ from tests.conftest import REDIS_URL
 from worker.main import arq_options, create_worker
 
 
-def test_arqs_settings_class_carries_what_the_worker_is_given() -> None:
+async def test_arqs_settings_class_carries_what_the_worker_is_given() -> None:
     import worker.main
 
     given = get_kwargs(worker.main.WorkerSettings)
