@@ -1,18 +1,21 @@
 """Use cases that read a batch: the document (wait, then one page within the byte budget), one item (paged), the
-finished items as JSON Lines, the caller's batches, and cancel. Every door reads through these, so every door
-applies the budget the same way. A read writes nothing: a batch past its deadline reads as the store presents it
-(`BatchRow.as_of`), and the workers' sweep records its end."""
+finished items as JSON Lines, the caller's batches, the last items of its newest batches, and cancel. Every door
+reads through these, so every door applies the budget the same way. A read writes nothing: a batch past its
+deadline reads as the store presents it (`BatchRow.as_of`), and the workers record its end."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
 
+from pydantic import BaseModel, Field
+
 from mcp_batch.contract import budget, plain_items
 from mcp_batch.contract import document as documents
 from mcp_batch.contract.item_cursors import Position, cursor_length, locate
-from mcp_batch.errors import InvalidCursor
+from mcp_batch.errors import BatchNotFound, InvalidCursor
 from mcp_batch.models import BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
 from mcp_batch.tenants import Caller
 from service.application.services import Services
@@ -95,6 +98,45 @@ async def batches(
     before = int(cursor) if cursor else None
     found, next_before = await app.store.tenants.batches_of(caller.tenant, before, limit, status)
     return BatchList(batches=found, next_cursor=None if next_before is None else str(next_before))
+
+
+class RecentItem(BaseModel):
+    """A finished item, with where it ran and how long it waited for its backend's rate slot."""
+
+    batch_id: str
+    index: int
+    id: str
+    server: str
+    tool: str
+    status: ItemStatus
+    worker: str | None = None
+    rate_wait_seconds: float | None = None
+    elapsed_seconds: float | None = None
+    finished_at: str | None = None
+
+
+class RecentItems(BaseModel):
+    items: list[RecentItem] = Field(description="The newest batch's first, each batch's in finish order.")
+
+
+async def recent_items(services: Services, caller: Caller, batches: int, per_batch: int) -> RecentItems:
+    """The last `per_batch` items that finished in each of the caller's `batches` newest batches (one read of each
+    batch's finish order, not of its document)."""
+    newest, _ = await services.store.tenants.batches_of(caller.tenant, None, batches, None)
+    found = await asyncio.gather(*(_last_finished(services, batch.id, per_batch) for batch in newest if batch.finished))
+    return RecentItems(items=[item for items in found for item in items])
+
+
+async def _last_finished(services: Services, batch_id: str, most: int) -> list[RecentItem]:
+    reads, found = services.store.reads, []
+    try:
+        row = await reads.row(batch_id)
+        async for chunk in reads.finished_since(batch_id, max(0, row.finished - most), row):
+            ran = [ended for ended in chunk if ended.record is not None]  # an ended batch's unrun items follow
+            found += [{"batch_id": batch_id, **item} for item in documents.in_finish_order(row, ran)]
+    except BatchNotFound:  # expired since it was listed
+        return []
+    return [RecentItem.model_validate(item) for item in found]
 
 
 async def cancel(app: Services, batch_id: str) -> BatchDocument:

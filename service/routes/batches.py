@@ -158,6 +158,18 @@ async def cancel_batch(batch_id: OwnedBatchId, services: ServicesDep) -> BatchDo
     return await reading.cancel(services, batch_id)
 
 
+@router.get("/recent-items", summary="The last items that finished in the caller's newest batches")
+async def recent_items(
+    services: ServicesDep,
+    caller: CallerDep,
+    batches: Annotated[int, Query(ge=1, le=20, description="How many of the newest batches.")] = 3,
+    per_batch: Annotated[int, Query(ge=1, le=1000, description="Most finished items of each.")] = 100,
+) -> reading.RecentItems:
+    """Each item's batch, index, id, server, tool, status, worker, rate wait, call time and end: what the dashboard
+    tells of recent work per backend and per worker, in one request."""
+    return await reading.recent_items(services, caller, batches, per_batch)
+
+
 # `:path`: ids are the caller's data and may hold '/' ("reports/2024"); the item answers with it sent encoded
 # (%2F) or as is (a proxy may decode %2F), since nothing else lives below /items/.
 @router.get(
