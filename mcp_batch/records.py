@@ -52,7 +52,7 @@ class ItemRecord(TypedDict):
     seq: NotRequired[int]  # added by the store when it records the item (its place in finish order)
 
 
-TOOL_MESSAGE_CHARS = 500  # as CentralMCP bounds the errors it passes on
+TOOL_MESSAGE_CHARS = 500  # of a tool's own words in `error.message`: what failed, in brief (the content has it all)
 _MASKED_CHARS = 4  # argument strings at least this long are masked in a tool's message (shorter ones are words)
 
 

@@ -1,5 +1,5 @@
-"""Calls that carry a `cursor` (CentralMCP's per-call cursor): the result is the next page of an earlier truncated
-item of the same server, tool and arguments, read from the store; the backend is not called.
+"""Calls that carry a `cursor` (an earlier item's `next_cursor`): the result is the next page of that truncated item
+of the same server, tool and arguments, read from the store; the backend is not called.
 
 The cursor must verify under the service's key, belong to the batch's tenant, and name an item that still exists
 (cursors expire with their batch) and whose call had this call's server, tool and arguments; otherwise the item

@@ -3,8 +3,9 @@
 A cursor names a batch, an item (by index) and a position in the item's pageable content (block, character). It is
 signed with the service's cursor key (HMAC-SHA256) and bound to the tenant it was issued to, so it can be handed to
 a caller and taken back from one: `GET /v1/batches/{id}/items/{item_id}?cursor=`, the MCP door's `get_item`, or a
-call's own `cursor` (CentralMCP's per-call cursor: the call's result is the next page, read without calling the
-backend). A cursor dies with its batch. It is never echoed back: a refusal only says why (`InvalidCursor.reason`).
+call's own `cursor` (the call's result is the next page, read from the store without calling the backend:
+worker/stored_pages.py). A cursor dies with its batch. It is never echoed back: a refusal only says why
+(`InvalidCursor.reason`).
 
 Pure functions and values; the key's secret comes from the settings or from Redis (store/cursor_secret.py).
 """

@@ -98,18 +98,18 @@ async def _events(
         await store.reads.wait(batch_id, min(check_seconds, give_up - now, quiet_since + heartbeat_seconds - now))
 
 
-async def progress(app: Services, batch_id: str, after: int) -> AsyncIterator[list[Event]]:
+async def progress(services: Services, batch_id: str, after: int) -> AsyncIterator[list[Event]]:
     """The events of a batch from the item after seq `after` on, ending with `end` (or `timeout` after the
     stream's time limit, or `error` if storage fails or the batch disappears); a keep-alive after a quiet spell.
     Events come in runs, each ready at once (a chunk of items): a run is one write to the stream."""
-    settings = app.settings
+    settings = services.settings
     check, most, heartbeat = (
         settings.events_check_seconds,
         settings.events_max_seconds,
         settings.events_heartbeat_seconds,
     )
     try:
-        async for events in _events(app.store, batch_id, after, check, most, heartbeat):
+        async for events in _events(services.store, batch_id, after, check, most, heartbeat):
             yield events
     except RedisError as exc:
         logger.warning("event stream of batch %s stopped: %s", batch_id, type(exc).__name__)

@@ -35,9 +35,9 @@ class Services:
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
 
 
-async def owned(app: Services, batch_id: str, caller: Caller) -> str:
+async def owned(services: Services, batch_id: str, caller: Caller) -> str:
     """The batch id, when the batch exists and is the caller's; else BatchNotFound (another tenant's batch is
     indistinguishable from a missing one). An id that cannot name a batch is never looked up."""
-    if not is_batch_id(batch_id) or await app.store.tenants.tenant_of(batch_id) != caller.tenant:
+    if not is_batch_id(batch_id) or await services.store.tenants.tenant_of(batch_id) != caller.tenant:
         raise BatchNotFound(batch_id)
     return batch_id

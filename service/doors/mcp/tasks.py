@@ -145,35 +145,35 @@ class BatchTasks(Extension):
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> HandlerResult:
         """The task's status, with the batch's result once it has ended."""
         require_client_extension(ctx, TASKS)
-        app = self._services()
+        services = self._services()
         try:
-            batch_id = await owned(app, params.task_id, current_caller.get())
-            document = await reading.document(app, batch_id, limit=1)
+            batch_id = await owned(services, params.task_id, current_caller.get())
+            document = await reading.document(services, batch_id, limit=1)
             view = task_view(document, self._settings.mcp_task_poll_ms)
             if document.status in (BatchStatus.completed, BatchStatus.expired):
-                view["result"] = (await self._result(app, batch_id, direct_calls.is_one_call(document))).model_dump(
-                    mode="json", by_alias=True, exclude_none=True
-                )
+                view["result"] = (
+                    await self._result(services, batch_id, direct_calls.is_one_call(document))
+                ).model_dump(mode="json", by_alias=True, exclude_none=True)
         except BatchNotFound:
             raise MCPError(code=INVALID_PARAMS, message=_NOT_FOUND) from None
         except RedisError as exc:
             raise _storage_error(exc) from None
         return {"resultType": "complete", **view}
 
-    async def _result(self, app: Services, batch_id: str, one_call: bool) -> CallToolResult:
+    async def _result(self, services: Services, batch_id: str, one_call: bool) -> CallToolResult:
         """What the tool that made the batch answers for it once it has ended."""
         if one_call:
-            one = await direct_calls.read_one(app, batch_id)
+            one = await direct_calls.read_one(services, batch_id)
             assert one.item is not None  # the batch has ended
             return direct_result(batch_id, one.item)
-        return document_result(await reading.document(app, batch_id))
+        return document_result(await reading.document(services, batch_id))
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> HandlerResult:
         """Cancel the caller's batch; acknowledged for any id (unknown, another tenant's, already ended)."""
         require_client_extension(ctx, TASKS)
-        app = self._services()
+        services = self._services()
         try:
-            await reading.cancel(app, await owned(app, params.task_id, current_caller.get()))
+            await reading.cancel(services, await owned(services, params.task_id, current_caller.get()))
         except (BatchNotFound, BatchAlreadyFinished):
             pass
         except RedisError as exc:
