@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_batch.errors import Forbidden, InvalidBatch, Problem, Unauthenticated
-from mcp_batch.models import ID_PATTERN, TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
+from mcp_batch.models import TERMINAL_BATCH, BatchRequest, Call, CallId, ItemResult, ItemStatus, Mode
 from mcp_batch.settings import Settings
 from service import bodies
 from service.application import reading, submitting
@@ -37,13 +37,10 @@ class GumloopCall(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ref: str | None = Field(
+    ref: CallId = Field(  # it becomes the item's id
         None,
-        min_length=1,
-        max_length=100,
         description="Caller's identifier, echoed on the matching result; unique. Default: the call's zero-based "
         "index in `calls`, as a string.",
-        json_schema_extra={"pattern": ID_PATTERN},  # it becomes the item's id
     )
     server_id: str = Field(min_length=1, max_length=200, description="Backend name from the servers file.")
     tool_name: str = Field(min_length=1, max_length=200, description="Tool to call on that backend.")
