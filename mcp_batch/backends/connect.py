@@ -21,6 +21,7 @@ from mcp_batch.errors import BackendError, BackendUnauthenticated, MCPBatchError
 from mcp_batch.models import ToolInfo
 
 _MAX_TOOL_PAGES = 100  # a paginator that never ends cannot hang start-up
+_LISTED = {"name", "title", "description", "input_schema", "output_schema"}  # a tool's fields kept, as they are
 
 
 @dataclass
@@ -111,16 +112,7 @@ async def list_tools(client: Client) -> list[ToolInfo]:
         page = await client.list_tools(cursor=cursor)
         for tool in page.tools:
             annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
-            tools.append(
-                ToolInfo(
-                    name=tool.name,
-                    title=tool.title,
-                    description=tool.description,
-                    input_schema=tool.input_schema,
-                    output_schema=tool.output_schema,
-                    annotations=annotations,
-                )
-            )
+            tools.append(ToolInfo(**tool.model_dump(include=_LISTED), annotations=annotations))
         cursor = page.next_cursor
         if cursor is None:
             break
