@@ -25,8 +25,8 @@ from fastapi.responses import StreamingResponse
 from redis.exceptions import BusyLoadingError, ConnectionError
 
 from mcp_batch.keys import Keys
-from mcp_batch.ops.outage import with_redis_retry
 from mcp_batch.settings import Settings
+from mcp_batch.store.outage import with_redis_retry
 from service.http_errors import install_error_handlers
 from service.middleware import StorageUnavailable
 from tests.redis_server import APPEND_ALWAYS, RedisServer

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import ValidationError
 
-from mcp_batch.client.client_errors import (
+from mcp_batch.client.errors import (
     InvalidRequest,
     NotFound,
     Problem,

@@ -29,7 +29,7 @@ async def test_an_item_that_waited_for_its_session_says_how_long(client: httpx.A
     for item in (first, second):
         parts = item.get("connect_seconds") or 0, item["rate_wait_seconds"], item["elapsed_seconds"]
         assert sum(parts) <= span(item) + 0.01  # the figures are parts of the item's time on its worker
-    assert span(first) - first["connect_seconds"] < 1  # what the session start used to hide
+    assert span(first) - first["connect_seconds"] < 1  # the call alone, without the session's start
 
 
 async def test_a_worker_opens_the_configured_sessions_in_the_background_when_it_starts(settings: Settings) -> None:
