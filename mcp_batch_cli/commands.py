@@ -35,7 +35,7 @@ def _api(args: argparse.Namespace) -> None:
     # log_config=None: uvicorn's lines go through the handler `main` set up (JSON with MCP_BATCH_LOG_FORMAT=json)
     # Open event streams and long polls get this long to end on a stop; then they are closed (clients resume).
     uvicorn.run(
-        create_app(),
+        create_app(served_host=args.host),
         host=args.host,
         port=args.port,
         proxy_headers=True,
