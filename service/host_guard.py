@@ -17,7 +17,7 @@ from mcp_batch.errors import Forbidden, HostNotAllowed, Problem
 from service.http_errors import forbidden_response, host_refusal
 
 _FOREIGN_ORIGIN = Problem(
-    ("header", "origin"),
+    ("header", "Origin"),
     "requests from this origin are refused (a page of another site must not drive this service): add the origin "
     "to MCP_BATCH_ALLOWED_ORIGINS",
     "origin_not_allowed",

@@ -22,6 +22,7 @@ from mcp_batch.models import BatchDocument
 SIGNATURE_HEADER = "X-MCP-Batch-Signature"
 TIMESTAMP_HEADER = "X-MCP-Batch-Timestamp"
 ID_HEADER = "X-MCP-Batch-Id"
+URL_HEADER = "X-MCP-Batch-Webhook-URL"  # a JSON Lines upload's webhook_url: never in a query string, which is logged
 MAX_URL_LENGTH = 2_000
 MAX_FAILED_IDS = 1_000  # failed ids in a webhook's body; `counts.failed` has the number
 NOT_CONFIGURED = "webhooks are not configured"

@@ -75,7 +75,7 @@ async def test_a_foreign_origin_is_refused_with_403_on_every_route_family(
         for family, response in (await every_family(client, batch_id, {"Host": own, "Origin": origin})).items():
             assert response.status_code == 403, (family, origin, response.status_code, response.text)
             (problem,) = response.json()["detail"]
-            assert problem["loc"] == ["header", "origin"] and problem["type"] == "origin_not_allowed", family
+            assert problem["loc"] == ["header", "Origin"] and problem["type"] == "origin_not_allowed", family
             assert "MCP_BATCH_ALLOWED_ORIGINS" in problem["msg"], family
     assert await batch_count(redis) == before
 
