@@ -17,9 +17,7 @@ from tests.support import ServiceHandle, command_env, finished, run_command, sub
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 # C0 but tab and newline, DEL, C1, and the bidi embeddings, overrides, isolates and marks
-FORBIDDEN = re.compile(
-    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]".replace("\x0a", "\x0b")
-)
+FORBIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 CALLS = [
     {"id": "ok", "server": "demo", "tool": "hostile"},
     {"id": "bad", "server": "demo", "tool": "hostile", "arguments": {"fail": True}},
