@@ -8,6 +8,7 @@ MCPBatchError
  │    └── StoredBytesCeiling      the tenant's stored batches would pass its ceiling of bytes
  ├── InvalidBatch                 the request is malformed as a whole; `problems` lists every fault
  │    └── InvalidCursor           a cursor does not verify or does not fit what it is used for (`reason` says why)
+ ├── HostNotAllowed               the request's Host names no host the service serves under (DNS rebinding)
  ├── Unauthenticated              no valid API key was presented
  ├── Forbidden                    the key may not do this (a server, write tools, another tenant's team)
  ├── Conflict                     the request cannot be carried out as things stand
@@ -147,6 +148,16 @@ class NothingToRetry(NotRetryable):
     def __init__(self, batch_id: str) -> None:
         super().__init__(f"nothing to retry: every item of batch {batch_id!r} succeeded")
         self.batch_id = batch_id
+
+
+class HostNotAllowed(MCPBatchError):
+    """The request names a host the service is not configured to serve under; the message names the setting."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the Host header names a host this service does not serve under: add it to MCP_BATCH_ALLOWED_HOSTS "
+            "(requests to loopback names and to the address the service listens on are always served)"
+        )
 
 
 class Unauthenticated(MCPBatchError):

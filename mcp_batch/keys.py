@@ -20,8 +20,10 @@ Per backend:
 Per tenant:
     {p}:tenant:{t}:batches    zset    the tenant's batch ids, scored by creation (µs): GET /v1/batches, newest first
     {p}:tenant:{t}:unfinished string  the tenant's items of unfinished batches not yet finished (its key's ceiling)
-    {p}:tenant:{t}:stored     hash    batch id -> `bytes|0`: the bytes of its stored calls, while the batch lives
-                                      (`bytes|ms` while it is being stored; gone batches' are dropped at a submit)
+    {p}:tenant:{t}:stored_bytes  string  the bytes of the stored calls of the tenant's batches (its byte ceiling)
+    {p}:tenant:{t}:stored_sizes  hash    batch id -> the bytes of its stored calls, until they are released
+    {p}:tenant:{t}:stored_until  zset    batch id -> when its bytes are released (ms, Redis clock): when its keys
+                                         expire; each submit releases those whose time has come
 Shared:
     {p}:jobs                  zset    shard job id -> its lease expiry (ms, Redis clock); lapsed ones are taken over
     {p}:deadlines             zset    batch id -> its deadline (ms), for batches that set one
@@ -150,13 +152,14 @@ class Keys:
     def durability_probe(self) -> str:
         return f"{self.prefix}:durability:probe"
 
-    def tenant_stored(self, tenant: str) -> str:
-        return f"{self.prefix}:tenant:{tenant}:stored"
+    def tenant_stored_bytes(self, tenant: str) -> str:
+        return f"{self.prefix}:tenant:{tenant}:stored_bytes"
 
-    @property
-    def batch_prefix(self) -> str:
-        """What a batch's meta key is before its id (scripts test whether a batch still lives)."""
-        return self.batch("")
+    def tenant_stored_sizes(self, tenant: str) -> str:
+        return f"{self.prefix}:tenant:{tenant}:stored_sizes"
+
+    def tenant_stored_until(self, tenant: str) -> str:
+        return f"{self.prefix}:tenant:{tenant}:stored_until"
 
     def leases(self, server: str) -> str:
         return f"{self.prefix}:leases:{server}"

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mcp_batch.host_policy import host_entry, origin_entry
 from mcp_batch.webhook_urls import allow_entry
 
 
@@ -36,6 +37,29 @@ class Settings(BaseSettings):
         description="Path of the keys file (JSON): SHA-256 hashes of API keys with their tenants and rights "
         "(`mcp-batch keys new` makes entries); needed when auth is `keys`.",
     )
+
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the API serves under besides loopback ones (`localhost`, `127.0.0.1`, `[::1]`, any "
+        "port) and the address a request arrived at: a DNS name it is reached by, e.g. `batches.example.com` (any "
+        "port), `batches.example.com:8443` or `*.example.com`; `*` turns the check off (a proxy in front checks Host). "
+        "A request naming another host is refused with 421 (DNS rebinding).",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins (`https://app.example.com`: scheme, host and port) whose browser pages may call the API "
+        "besides its own; `*`: any. A request with another `Origin` header is refused with 403.",
+    )
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_entries(cls, entries: list[str]) -> list[str]:
+        return [host_entry(entry) for entry in entries]
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origin_entries(cls, entries: list[str]) -> list[str]:
+        return [origin_entry(entry) for entry in entries]
 
     max_calls_per_batch: int = Field(
         10_000, ge=1, description="Most calls one batch may hold (a key may set fewer); more is a 422."

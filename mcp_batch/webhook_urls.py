@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import SplitResult, unquote, urlsplit
 
 MAX_URL_LENGTH = 2_000
+URL_HEADER = "X-MCP-Batch-Webhook-URL"  # a JSON Lines upload's webhook_url: never in a query string, which is logged
 _PORTS = {"http": 80, "https": 443}
 
 

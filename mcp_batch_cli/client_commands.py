@@ -23,6 +23,7 @@ from mcp_batch.models import BatchDocument, BatchRequest, BatchStatus, ItemStatu
 from mcp_batch_cli import discovery, terminal
 from mcp_batch_cli.batch_file import is_json_lines, load_batch, readable
 from mcp_batch_cli.command_errors import CommandError, explained
+from mcp_batch_cli.plain_text import safe_json
 from mcp_batch_cli.streams import copy_results, watch
 
 
@@ -39,11 +40,11 @@ def connected(args: argparse.Namespace, batch_id: str | None = None, item_id: st
 
 
 def print_json(value: BaseModel | dict[str, Any], stream: IO[str] | None = None) -> None:
-    """A model as the server sent it: the fields it carried (exclude_unset), nothing the model would add."""
+    """A model as the server sent it: the fields it carried (exclude_unset), nothing the model would add; no control
+    character raw (plain_text.safe_json)."""
     body = value.model_dump(mode="json", exclude_unset=True) if isinstance(value, BaseModel) else value
     stream = stream or sys.stdout
-    json.dump(body, stream, indent=2, ensure_ascii=False)
-    stream.write("\n")
+    stream.write(safe_json(json.dumps(body, indent=2, ensure_ascii=False)) + "\n")
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:

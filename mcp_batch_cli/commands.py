@@ -20,6 +20,7 @@ from mcp_batch.settings import Settings
 from mcp_batch.tenants import KeyEntry, new_key
 from mcp_batch_cli.client_parsers import HelpFormatter, add_client_commands, command
 from mcp_batch_cli.command_errors import CommandError
+from mcp_batch_cli.plain_text import printable
 
 _GRACEFUL_SHUTDOWN_SECONDS = 30
 RUNS_UNTIL_STOPPED = (
@@ -35,7 +36,7 @@ def _api(args: argparse.Namespace) -> None:
     # log_config=None: uvicorn's lines go through the handler `main` set up (JSON with MCP_BATCH_LOG_FORMAT=json)
     # Open event streams and long polls get this long to end on a stop; then they are closed (clients resume).
     uvicorn.run(
-        create_app(),
+        create_app(served_host=args.host),
         host=args.host,
         port=args.port,
         proxy_headers=True,
@@ -84,7 +85,7 @@ def _status(args: argparse.Namespace) -> int:
         json.dump(as_json(status), sys.stdout, indent=2)
         print()
     else:
-        print(as_text(status))
+        print(printable(as_text(status)))  # backends' errors are shown: a backend writes them
     return 0 if status.ok else 1
 
 
@@ -205,10 +206,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = args.run(args)
     except ConfigError as exc:
-        print(f"mcp-batch: configuration error: {exc}", file=sys.stderr)
+        print(f"mcp-batch: configuration error: {printable(str(exc))}", file=sys.stderr)
         raise SystemExit(2) from None
-    except CommandError as exc:
-        print(f"mcp-batch: {exc}", file=sys.stderr)
+    except CommandError as exc:  # its message may quote the server's, and so a backend's
+        print(f"mcp-batch: {printable(str(exc))}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None
     except KeyboardInterrupt:
         pass

@@ -134,7 +134,7 @@ async def run_dev(host: str, port: int) -> None:
         worker = create_worker(settings, handle_signals=False)
         worker_task = asyncio.create_task(worker.async_run())
         config = uvicorn.Config(
-            create_app(settings),
+            create_app(settings, served_host=host),
             host=host,
             port=port,
             log_level="warning",

@@ -13,6 +13,7 @@ from mcp_batch.client import Client
 from mcp_batch.models import Counts, ItemStatus
 from mcp_batch_cli import terminal
 from mcp_batch_cli.command_errors import CommandError
+from mcp_batch_cli.plain_text import one_line, safe_json
 
 
 def copy_results(
@@ -20,19 +21,25 @@ def copy_results(
 ) -> tuple[int, int | None]:
     """Copy the results' JSON Lines as they arrive; the lines written and the cursor for the next `--after`.
 
-    The file is opened only once the first line (or the end) has come, so a batch that does not exist leaves none."""
+    The file is opened only once the first line (or the end) has come, so a batch that does not exist leaves none.
+    Each line is written with its control characters as JSON escapes (plain_text.safe_json)."""
     stream = client.results(batch_id, status=status.split(",") if status else None, after=after)
     lines = stream.lines()
     first = next(lines, None)
     written = 0
     with _sink(out) as sink:
         if first is not None:
-            sink.write(first)
+            sink.write(_safe(first))
             written = 1
         for line in lines:
-            sink.write(line)
+            sink.write(_safe(line))
             written += 1
     return written, stream.next_after
+
+
+def _safe(line: bytes) -> bytes:
+    """A JSON line with no control character raw: the same values (a file is printed to a terminal too)."""
+    return safe_json(line.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 
 @contextmanager
@@ -78,8 +85,8 @@ def watch(client: Client, batch_id: str, after: int, as_json: bool, failures_onl
                 counts = Counts.model_validate(event.data["counts"])
                 if not as_json:
                     print(
-                        f"batch {batch_id} {event.data['status']}: {counts.succeeded} ok, {counts.failed} failed, "
-                        f"{counts.skipped} skipped of {counts.total}"
+                        f"batch {one_line(batch_id)} {one_line(str(event.data['status']))}: {counts.succeeded} ok, "
+                        f"{counts.failed} failed, {counts.skipped} skipped of {counts.total}"
                     )
                 return 0 if event.data.get("ok") else 3
     except KeyboardInterrupt:

@@ -1,6 +1,6 @@
 """What the client commands show, drawn with rich: a batch's live progress (a bar on a terminal, a line every few
 seconds in a log), the item lines of `watch`, and the tables of `list` and `validate`. Ids and messages are shown as
-plain text, never read as markup."""
+plain text, never read as markup, their control characters escaped (plain_text.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mcp_batch.models import BatchDocument, BatchSummary, Counts, DryRun, ItemResult, ItemStatus
+from mcp_batch_cli.plain_text import one_line, printable, safe_json
 
 _STYLES = {ItemStatus.ok: "green", ItemStatus.skipped: "yellow", ItemStatus.cancelled: "yellow"}
 
@@ -109,8 +110,9 @@ class ProgressView:
 def item_line(seq: int | None, item_id: str, status: str, server: str, tool: str) -> Text:
     """`     3  error              fetch-2  (demo/fail)` for one finished item."""
     text = Text(f"{seq if seq is not None else '-':>6}  ")
-    text.append(f"{status:<18}", style=_STYLES.get(ItemStatus(status), "red") if status in set(ItemStatus) else "")
-    text.append(f" {item_id}  ({server}/{tool})")
+    style = _STYLES.get(ItemStatus(status), "red") if status in set(ItemStatus) else ""
+    text.append(f"{one_line(status):<18}", style=style)
+    text.append(f" {one_line(item_id)}  ({one_line(server)}/{one_line(tool)})")
     return text
 
 
@@ -125,12 +127,12 @@ def batches_table(batches: Sequence[BatchSummary]) -> Table:
     table = Table("id", "status", "done", "created", "finished", "retry of", box=None, pad_edge=False)
     for b in batches:
         table.add_row(
-            Text(b.id),
+            Text(one_line(b.id)),
             Text(b.status.value),
             f"{b.finished}/{b.total}",
-            Text(b.created_at),
-            Text(b.finished_at or "-"),
-            Text(b.retry_of or "-"),
+            Text(one_line(b.created_at)),
+            Text(one_line(b.finished_at or "-")),
+            Text(one_line(b.retry_of or "-")),
         )
     return table
 
@@ -141,7 +143,7 @@ def dry_run_table(dry_run: DryRun) -> Table:
     for r in dry_run.results:
         if r.status is not ItemStatus.pending:
             why = f"{r.error.code}: {r.error.message}" if r.error else ""
-            table.add_row(str(r.index), Text(r.id), Text(r.status.value, style="red"), Text(why))
+            table.add_row(str(r.index), Text(one_line(r.id)), Text(r.status.value, style="red"), Text(one_line(why)))
     return table
 
 
@@ -149,15 +151,16 @@ def item_view(item: ItemResult) -> list[Text]:
     """An item's status line, its error, then its content: text blocks as they are, other blocks named; the
     structured content when there is no other."""
     took = f", {item.elapsed_seconds:.3f}s" if item.elapsed_seconds is not None else ""
-    lines = [Text(f"item {item.id} (#{item.index}, {item.server}/{item.tool}{took}): {item.status.value}")]
+    names = f"{one_line(item.id)} (#{item.index}, {one_line(item.server)}/{one_line(item.tool)}{took})"
+    lines = [Text(f"item {names}: {item.status.value}")]
     if item.error is not None:
-        lines.append(Text(f"error {item.error.code}: {item.error.message}"))
+        lines.append(Text(f"error {one_line(item.error.code)}: {printable(item.error.message)}"))
     for block in item.content or []:
         if block.get("type") == "text":
-            lines.append(Text(str(block.get("text", ""))))
+            lines.append(Text(printable(str(block.get("text", "")))))
         else:
             mime = f", {block['mimeType']}" if isinstance(block.get("mimeType"), str) else ""
-            lines.append(Text(f"[{block.get('type')} block{mime}]"))
+            lines.append(Text(one_line(f"[{block.get('type')} block{mime}]")))
     if item.structured_content is not None and not item.content:
-        lines.append(Text(json.dumps(item.structured_content, indent=2, ensure_ascii=False)))
+        lines.append(Text(safe_json(json.dumps(item.structured_content, indent=2, ensure_ascii=False))))
     return lines

@@ -17,6 +17,7 @@ from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.item_cursors import CursorKey
+from mcp_batch.host_policy import HostPolicy, authority
 from mcp_batch.keys import Keys
 from mcp_batch.models import ErrorDetail
 from mcp_batch.ops import durability, tracing
@@ -30,6 +31,7 @@ from mcp_batch.tenants import load_keys
 from service.application.services import Services
 from service.doors import gumloop
 from service.doors.mcp import build_mcp_server, mcp_routes
+from service.host_guard import HostGuard
 from service.http_errors import install_error_handlers
 from service.key_before_body import KeyFirst
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
@@ -40,8 +42,11 @@ from service.routes import stream as events
 DOCS_ASSETS = "/docs-assets"  # where the Swagger UI and ReDoc files are served
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The API for these settings. The servers and keys files are read here, so a bad one stops start-up at once."""
+def create_app(settings: Settings | None = None, served_host: str | None = None) -> FastAPI:
+    """The API for these settings. The servers and keys files are read here, so a bad one stops start-up at once.
+
+    `served_host`: the address the server is told to listen on (`mcp-batch api --host`); when it is a name, requests
+    naming it are served as well as those naming the address they arrived at (host_guard.py)."""
     settings = settings or get_settings()
     keep_payloads_out_of_logs()
     tracing.configure("mcp-batch-api")  # only when the OTEL_* variables ask for traces
@@ -106,8 +111,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(KeyFirst, keyring=keyring, routes=routes, metrics_public=settings.metrics_public)
     install_error_handlers(app)
     app.add_middleware(StorageUnavailable)
-    app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: it sees the 503s and 401s too
+    # Before anything else reads the request: a rebinding page's request is refused from its headers alone.
+    app.add_middleware(HostGuard, policy=host_policy(settings, served_host))
+    app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: it sees the 503s, 421s and 401s too
     for router in routers:
         app.include_router(router)
     app.router.routes.extend(mcp_routes(mcp, keyring))  # the MCP endpoint at /mcp (and /mcp/)
     return app
+
+
+def host_policy(settings: Settings, served_host: str | None) -> HostPolicy:
+    """The hosts and origins served: the settings', and the name the API listens on (an address, or every address,
+    needs no entry: the address a request arrived at is served)."""
+    parsed = authority(served_host) if served_host else None
+    return HostPolicy(tuple(settings.allowed_hosts), tuple(settings.allowed_origins), parsed[0] if parsed else None)

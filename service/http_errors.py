@@ -28,6 +28,7 @@ from mcp_batch.errors import (
     BatchNotFound,
     Conflict,
     Forbidden,
+    HostNotAllowed,
     InvalidBatch,
     InvalidCursor,
     Unauthenticated,
@@ -60,6 +61,17 @@ def allowed_methods(scope: Scope, routes: list[BaseRoute]) -> list[str]:
     return sorted(methods)
 
 
+def forbidden_response(exc: Forbidden) -> JSONResponse:
+    """403, each problem with its `loc`."""
+    detail = [{"loc": _loc(p.loc), "msg": p.msg, "type": p.type} for p in exc.problems]
+    return JSONResponse({"detail": detail}, status_code=403)
+
+
+def host_refusal(exc: HostNotAllowed) -> JSONResponse:
+    """421 Misdirected Request: this service does not answer for that host."""
+    return JSONResponse({"detail": str(exc)}, status_code=421)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -78,8 +90,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Forbidden)
     async def forbidden(_: Request, exc: Forbidden) -> JSONResponse:
-        detail = [{"loc": _loc(p.loc), "msg": p.msg, "type": p.type} for p in exc.problems]
-        return JSONResponse({"detail": detail}, status_code=403)
+        return forbidden_response(exc)
 
     @app.exception_handler(BatchNotFound)
     async def not_found(_: Request, exc: BatchNotFound) -> JSONResponse:

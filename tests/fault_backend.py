@@ -2,9 +2,10 @@
 
 Tallies (`stats`), arrivals and calls in flight (`stamp`), invocations that ran twice (`tally`, `tally_write`), HTTP
 statuses on demand (`refuse_next`, `fail_next`), a process that dies (`crash`), garbage on stdout (`garble`), a backend
-that stops answering (`hang`), and, as command-line options, a token it requires and a banner before serving; with
-OTEL_* variables set it exports the MCP SDK's server spans (as `mcp-batch demo-backend` does). Tests
-start it as a real process (`python -m tests.fault_backend`); nothing here is a mock. Not part of the installed package.
+that stops answering (`hang`), answers full of terminal escapes (`hostile`), and, as command-line options, a token
+it requires and a banner before serving; with OTEL_* variables set it exports the MCP SDK's server spans (as
+`mcp-batch demo-backend` does). Tests start it as a real process (`python -m tests.fault_backend`); nothing here is
+a mock. Not part of the installed package.
 """
 
 from __future__ import annotations
@@ -172,6 +173,22 @@ def noted(text: str = "done", meta_size: int = 0, error_chars: int = 0) -> CallT
         explained = "the tool explains itself: " + "é" * error_chars
         return CallToolResult(content=[TextContent(type="text", text=explained)], is_error=True, _meta=meta)
     return CallToolResult(content=[TextContent(type="text", text=text)], _meta=meta)
+
+
+# What a hostile backend may answer to put a terminal in its power: clear the screen, retitle the window, colours,
+# an 8-bit CSI, a carriage return that overwrites the line, a bidi override that reorders it; a tab and a newline too.
+HOSTILE = (
+    "clear\x1b[2J title\x1b]0;pwned\x07 \x1b[31mred\x1b[0m csi\x9b2J cr\rover bidi\u202eevil\u202c"
+    " del\x7f tab\there\nsecond line"
+)
+
+
+@server.tool(annotations=READ)
+def hostile(fail: bool = False) -> CallToolResult:
+    """Text (and structured content) full of terminal control sequences; with `fail`, as the tool's own error."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=HOSTILE)], structured_content={"text": HOSTILE}, is_error=fail
+    )
 
 
 @server.tool(annotations=READ)

@@ -73,7 +73,7 @@ class AsyncClient:
     async def upload(
         self, source: bytes | str | os.PathLike[str], *, idempotency_key: str | None = None, **options: Any
     ) -> BatchDocument:
-        headers = {"Content-Type": wire.JSON_LINES}
+        headers = {"Content-Type": wire.JSON_LINES, **wire.upload_headers(options)}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
         params = wire.upload_params(options)
@@ -152,7 +152,7 @@ class AsyncClient:
         return DryRun.model_validate_json((await self._send("POST", "/v1/batches:validate", json=body)).content)
 
     async def validate_upload(self, source: bytes | str | os.PathLike[str], **options: Any) -> DryRun:
-        headers = {"Content-Type": wire.JSON_LINES}
+        headers = {"Content-Type": wire.JSON_LINES, **wire.upload_headers(options)}
         content: Callable[[], Any] = (lambda: source) if isinstance(source, bytes) else (lambda: _chunks(source))
         params = wire.upload_params(options)
         response = await self._send("POST", "/v1/batches:validate", content=content, headers=headers, params=params)

@@ -79,8 +79,8 @@ class Client:
         self, source: bytes | str | os.PathLike[str], *, idempotency_key: str | None = None, **options: Any
     ) -> BatchDocument:
         """Submit a JSON Lines batch (one call per line) as it is, streamed: the bytes, or a file's path; the batch
-        options as keyword arguments (sent as query parameters)."""
-        headers = {"Content-Type": wire.JSON_LINES}
+        options as keyword arguments (sent as query parameters; `webhook_url` in a header)."""
+        headers = {"Content-Type": wire.JSON_LINES, **wire.upload_headers(options)}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
         params = wire.upload_params(options)
@@ -170,7 +170,7 @@ class Client:
 
     def validate_upload(self, source: bytes | str | os.PathLike[str], **options: Any) -> DryRun:
         """The dry run of a JSON Lines batch (as `upload` takes it)."""
-        headers = {"Content-Type": wire.JSON_LINES}
+        headers = {"Content-Type": wire.JSON_LINES, **wire.upload_headers(options)}
         content: Callable[[], Any] = (lambda: source) if isinstance(source, bytes) else (lambda: _chunks(source))
         params = wire.upload_params(options)
         response = self._send("POST", "/v1/batches:validate", content=content, headers=headers, params=params)

@@ -24,6 +24,7 @@ from mcp_batch.client.errors import (
     service_error,
 )
 from mcp_batch.models import BatchRequest, Call
+from mcp_batch.webhook_urls import URL_HEADER as WEBHOOK_URL_HEADER
 
 DEFAULT_TIMEOUT = 30.0
 MAX_WAIT = 60.0  # the API's bound on ?wait=
@@ -57,12 +58,19 @@ def batch_body(batch: BatchInput, options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def upload_params(options: Mapping[str, Any]) -> dict[str, str]:
-    """A JSON Lines upload's batch options as query parameters (booleans as `true`/`false`)."""
+    """A JSON Lines upload's batch options as query parameters (booleans as `true`/`false`), but `webhook_url`,
+    which may carry a secret and goes in a header (`upload_headers`)."""
     params = {}
     for name, value in options.items():
-        if value is not None:
+        if value is not None and name != "webhook_url":
             params[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     return params
+
+
+def upload_headers(options: Mapping[str, Any]) -> dict[str, str]:
+    """The headers of a JSON Lines upload's options: its `webhook_url`, never put in a URL (URLs are logged)."""
+    url = options.get("webhook_url")
+    return {} if url is None else {WEBHOOK_URL_HEADER: str(url)}
 
 
 def retry_delay(response: httpx.Response, attempt: int) -> float:

@@ -9,7 +9,8 @@ OTEL_TRACES_EXPORTER set to otlp or console, or an OTLP endpoint set, and OTEL_S
 `active()` is False, no span of ours is made, and an item costs one `is None` check.
 
 Spans carry ids, indexes, server and tool names, statuses, error codes, rate-wait seconds and attempts: never
-argument values, results, headers or error messages (those may quote an argument).
+argument values, results, headers or error messages (those may quote an argument); FastAPI's HTTP spans carry the
+query's names, their values taken out.
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ from opentelemetry import trace
 from opentelemetry.propagate import extract, inject
 from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer
 
+from mcp_batch.ops.redaction import QUERY_ATTRIBUTES, URL_ATTRIBUTES, redacted_query, redacted_url
+
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import Span as SdkSpan
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
     from mcp_batch.records import ItemRecord
     from mcp_batch.store.claims import Claim
@@ -89,8 +94,10 @@ def configure(service: str, env: Mapping[str, str] = os.environ) -> bool:
 
 
 def install(provider: TracerProvider) -> None:
-    """Make `provider` the process's tracer provider and turn our spans on (`configure` does; so do tests)."""
+    """Make `provider` the process's tracer provider and turn our spans on (`configure` does; so do tests). Every
+    span's URL attributes get their query values taken out as the span starts (FastAPI's HTTP spans set them then)."""
     global _tracer, _provider
+    provider.add_span_processor(_query_redactor())
     trace.set_tracer_provider(provider)
     _provider = provider
     _tracer = provider.get_tracer(NAME)
@@ -183,3 +190,19 @@ def item_finished(span: Span | None, record: ItemRecord) -> None:
         attributes["error.type"] = error["code"]
         span.set_status(StatusCode.ERROR)
     span.set_attributes(attributes)
+
+
+def _query_redactor() -> SpanProcessor:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class RedactQueries(SpanProcessor):
+        """Query values out of `url.query`, `url.full` and the like, at the start of each span."""
+
+        def on_start(self, span: SdkSpan, parent_context: Context | None = None) -> None:
+            for key, value in dict(span.attributes or {}).items():
+                if isinstance(value, str) and key in QUERY_ATTRIBUTES:
+                    span.set_attribute(key, redacted_query(value))
+                elif isinstance(value, str) and key in URL_ATTRIBUTES and "?" in value:
+                    span.set_attribute(key, redacted_url(value))
+
+    return RedactQueries()

@@ -190,12 +190,12 @@ def new_row(
     response_max_bytes: int,
     retention: int,
     tenant: str,
-    tenant_unfinished: str,
+    tenant_counts: tuple[str, str],
     rate_share: float | None,
     links: Mapping[str, str | None],
 ) -> dict[str, Any]:
-    """The hash of a batch just submitted. `links` (retry_of, idempotency_key, webhook_url, traceparent) are written
-    when set."""
+    """The hash of a batch just submitted. `tenant_counts`: the keys of its tenant's unfinished items and of when its
+    stored bytes are released; `links` (retry_of, idempotency_key, webhook_url, traceparent) are written when set."""
     fields: dict[str, Any] = {
         "status": BatchStatus.queued.value,
         "mode": request.mode.value,
@@ -212,7 +212,9 @@ def new_row(
         "response_max_bytes": response_max_bytes,
         "retention": retention,
         "tenant": tenant,
-        "tenant_unfinished": tenant_unfinished,  # the script that ends the batch releases the tenant's count
+        # the scripts that renew and end the batch update the tenant's unfinished count and its stored bytes' release
+        "tenant_unfinished": tenant_counts[0],
+        "tenant_stored": tenant_counts[1],
     }
     if rate_share is not None:
         fields["rate_share"] = repr(rate_share)

@@ -1,25 +1,21 @@
-"""Storing a large batch without holding up the event loop, and the tenant's ceiling on stored bytes (part of
-`Submits.create`).
+"""Storing a large batch without holding up the event loop (part of `Submits.create`).
 
 A 100,000-call batch is 100,000 JSON encodings and a MULTI of 200,000 arguments, which redis-py would pack on the
 event loop (at a microsecond or so each). A large batch's calls and ids are instead staged ahead of its MULTI: a
 worker thread encodes them a step at a time, with the commands that write them already packed, and the loop sends
 each step's on one connection while the thread encodes the next (Redis stores one step while the next is made), then
 reads the replies. Nothing reads them until the MULTI writes the batch's meta, and they expire soon if it never
-comes. The bytes of a batch's stored calls count under its tenant until the batch is gone (scripts.RESERVE_STORED).
+comes (admission.py, which checks the ceilings and writes the meta, removes them when it refuses the batch).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 
-from mcp_batch.errors import StoredBytesCeiling
 from mcp_batch.keys import Keys
 from mcp_batch.models import Call
 
@@ -27,7 +23,6 @@ CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
 STAGE_OVER = 5_000  # a batch with more calls is staged ahead of its MULTI
 _STEP = 10 * CHUNK  # calls a worker thread encodes in one go while the loop sends the step before
 _STAGED_SECONDS = 600  # how long staged calls outlive a submit that failed before its MULTI
-_RESERVED_GRACE_MS = 600_000  # a reservation this young counts though its batch's meta is not written yet
 _OFF_LOOP_CALLS = 1_000  # a batch with more calls is encoded in a worker thread
 
 Specs = Callable[[list[Call], int], list[bytes]]  # the stored form of calls, given the first one's index
@@ -119,14 +114,3 @@ def _packed(*args: bytes) -> bytes:
     parts[1::2] = [_LENGTHS[len(arg)] if len(arg) < 4096 else b"$%d" % len(arg) for arg in args]
     parts[2::2] = args
     return b"\r\n".join(parts) + b"\r\n"
-
-
-async def reserve(
-    script: AsyncScript, keys: Keys, tenant: str, batch_id: str, size: int, ceiling: int, retry_after: int
-) -> None:
-    """Count the batch's bytes under its tenant's, or refuse it (StoredBytesCeiling): counted at submit, released
-    once the batch is gone (expired or deleted)."""
-    args: list[str | int] = [keys.batch_prefix, batch_id, size, ceiling, int(time.time() * 1000), _RESERVED_GRACE_MS]
-    reserved, stored = await script(keys=[keys.tenant_stored(tenant)], args=args)
-    if not reserved:
-        raise StoredBytesCeiling(int(stored), size, ceiling, retry_after)

@@ -54,7 +54,7 @@ class Leases:
     async def renew(self, batch_id: str, job: str) -> bool:
         """Start or renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""
         keys = [self.keys.jobs, self.keys.unfinished, *self.keys.batch_keys(batch_id)]
-        return bool(await self._renew(keys, [job, self.lease_ms, self.live_ms]))
+        return bool(await self._renew(keys, [job, self.lease_ms, self.live_ms, batch_id]))
 
     async def release(self, batch_id: str, job: str) -> str:
         """A shard job ran out of items: drop its lease. Claims it still holds were lost with their replies (Redis

@@ -33,19 +33,24 @@ _TERMINAL = "{" + ", ".join(f"{status.value} = true" for status in sorted(TERMIN
 
 # KEYS: 1 meta, 2 calls, 3 results, 4 failed, 5 finished, 6 ids, 7 inflight, 8 orphans, 9 jobs, 10 unfinished,
 #       11 deadlines, 12 webhooks.  ARGV: 1 now, 2 done channel, 3 batch id, then each script's own.
-# The meta hash may name two more keys of the batch's own: `idempotency_key` (expires with the batch) and
-# `tenant_unfinished` (its tenant's count of unfinished items).
+# The meta hash may name three more keys: `idempotency_key` (the batch's own, expires with it), `tenant_unfinished`
+# (its tenant's count of unfinished items) and `tenant_stored` (when its tenant's stored bytes of it are released:
+# moved with its keys' TTL, see admission.py).
 _TERMINAL_SET = f"""
 local TERMINAL = {_TERMINAL}
 """
 _COMMON = (
     _TERMINAL_SET
     + """
+local function lease_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local function finalize(halt)
   local final = 'completed'
   if halt == 'cancel' then final = 'cancelled' elseif halt == 'expire' then final = 'expired' end
   local m = redis.call('HMGET', KEYS[1], 'total', 'finished', 'retention', 'idempotency_key', 'tenant_unfinished',
-    'webhook_url', 'counted')
+    'webhook_url', 'counted', 'tenant_stored')
   -- What the shared unfinished counts still hold of this batch (`counted` missing: a batch from before it, whose
   -- finished items were subtracted one by one).
   local left = tonumber(m[1]) - tonumber(m[7] or m[2])
@@ -71,12 +76,9 @@ local function finalize(halt)
   local ms = tonumber(m[3]) * 1000
   for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], ms) end
   if m[4] then redis.call('PEXPIRE', m[4], ms) end
+  if m[8] then redis.call('ZADD', m[8], 'XX', lease_now() + ms, ARGV[3]) end
   redis.call('PUBLISH', ARGV[2], ARGV[3])
   return final
-end
-local function lease_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 """
 )
@@ -330,17 +332,19 @@ return 'expiring'
 
 # Start or renew a shard job's lease, keeping the batch's keys alive while it runs and bringing the shared unfinished
 # counts up to date with its finished items (ADVANCE leaves both out of the per-item path).
-# KEYS: 1 jobs, 2 unfinished, then the batch keys. ARGV: job, lease ms, ttl ms. Returns 1, or 0 when the lease was
-# taken over.
+# KEYS: 1 jobs, 2 unfinished, then the batch keys. ARGV: job, lease ms, ttl ms, batch id. Returns 1, or 0 when the
+# lease was taken over.
 RENEW = (
     _TERMINAL_SET
     + """
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 local t = redis.call('TIME')
-redis.call('ZADD', KEYS[1], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2]), ARGV[1])
-local m = redis.call('HMGET', KEYS[3], 'status', 'finished', 'counted', 'tenant_unfinished')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local m = redis.call('HMGET', KEYS[3], 'status', 'finished', 'counted', 'tenant_unfinished', 'tenant_stored')
 if m[1] and not TERMINAL[m[1]] then
   for i = 3, #KEYS do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end
+  if m[5] then redis.call('ZADD', m[5], 'XX', now + tonumber(ARGV[3]), ARGV[4]) end
   local due = tonumber(m[2]) - tonumber(m[3] or m[2])
   if due > 0 then
     redis.call('DECRBY', KEYS[2], due)
@@ -351,27 +355,3 @@ end
 return 1
 """
 )
-
-# Reserve a new batch's stored bytes under its tenant's ceiling. KEYS: 1 the tenant's stored hash.
-# ARGV: 1 meta key prefix, 2 batch id, 3 bytes, 4 ceiling, 5 now ms, 6 grace ms. An entry is `bytes|created ms` while
-# its batch is being stored (counted for `grace` ms though its meta is not written yet), `bytes|0` once it is stored.
-# Entries of batches gone (expired, deleted) are dropped and no longer count.
-# Returns {1, total} (reserved) or {0, total} (refused: total is what the tenant stores now).
-RESERVE_STORED = """
-local total, gone = 0, {}
-local entries = redis.call('HGETALL', KEYS[1])
-local now, grace = tonumber(ARGV[5]), tonumber(ARGV[6])
-for i = 1, #entries, 2 do
-  local bytes, created = string.match(entries[i + 1], '^(%d+)|(%d+)$')
-  local pending = tonumber(created) > 0 and now - tonumber(created) < grace
-  if pending or redis.call('EXISTS', ARGV[1] .. entries[i]) == 1 then
-    total = total + tonumber(bytes)
-  else
-    gone[#gone + 1] = entries[i]
-  end
-end
-for i = 1, #gone, 1000 do redis.call('HDEL', KEYS[1], unpack(gone, i, math.min(i + 999, #gone))) end
-if total + tonumber(ARGV[3]) > tonumber(ARGV[4]) then return {0, total} end
-redis.call('HSET', KEYS[1], ARGV[2], ARGV[3] .. '|' .. ARGV[5])
-return {1, total + tonumber(ARGV[3])}
-"""

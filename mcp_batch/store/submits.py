@@ -11,10 +11,12 @@ from redis.asyncio import Redis
 
 from mcp_batch.keys import Keys
 from mcp_batch.models import BackendLimits, BatchRequest
+from mcp_batch.store.admission import ADMIT, admit_keys, check_admitted, queue_admit
 from mcp_batch.store.batch_row import LIMITS, dump_specs, new_row
-from mcp_batch.store.intake import CHUNK, STAGE_OVER, Encoded, encode, reserve, stage
-from mcp_batch.store.scripts import RESERVE_STORED
+from mcp_batch.store.intake import CHUNK, STAGE_OVER, Encoded, encode, stage
 from mcp_batch.tenants import DEFAULT_TENANT
+
+UNCAPPED = 2**62  # a ceiling no count reaches
 
 
 def new_batch_id() -> str:
@@ -34,7 +36,7 @@ class Submits:
         self.response_max_bytes = response_max_bytes
         self.lease_ms = lease_ms
         self.live_ms = live_ms
-        self._reserve = redis.register_script(RESERVE_STORED)
+        self._admit = redis.register_script(ADMIT)
 
     async def create(
         self,
@@ -50,27 +52,24 @@ class Submits:
         traceparent: str | None = None,
         max_stored_bytes: int | None = None,
         retry_after: int = 5,
+        max_unfinished_items: int = UNCAPPED,
+        tenant_max_unfinished_items: int | None = None,
     ) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing. `jobs` are its shard jobs,
         leased from now (a job lost before it is queued is taken over when its lease lapses); `traceparent`, the
         submit's span, is the parent of the workers' spans.
 
-        `max_stored_bytes`: the tenant's ceiling on the bytes of calls its living batches hold; past it nothing is
-        stored (StoredBytesCeiling, a 429 after `retry_after`)."""
+        The ceilings, checked in the same atomic step that stores the batch (nothing is stored past one, and a 429
+        after `retry_after` is raised): `max_unfinished_items`, the service's unfinished items, and
+        `tenant_max_unfinished_items`, the tenant's (Backpressure); `max_stored_bytes`, the bytes of calls the
+        tenant's living batches hold (StoredBytesCeiling; None: counted, not capped)."""
         batch_id = batch_id or new_batch_id()
         jobs = jobs or []
         keys = self.keys
-        meta, calls, ids_key = keys.batch(batch_id), keys.calls(batch_id), keys.ids(batch_id)
+        calls, ids_key = keys.calls(batch_id), keys.ids(batch_id)
         staged = len(request.calls) > STAGE_OVER  # written ahead: packing one huge MULTI would hold the event loop
         encoded = Encoded([], []) if staged else await encode(request.calls, dump_specs)
         stored = await stage(self.redis, keys, batch_id, request.calls, dump_specs) if staged else encoded.stored
-        if max_stored_bytes is not None:
-            try:
-                await reserve(self._reserve, keys, tenant, batch_id, stored, max_stored_bytes, retry_after)
-            except BaseException:
-                if staged:  # nothing is left of a batch refused
-                    await self.redis.delete(calls, ids_key)
-                raise
         now = time.time()
         fields = new_row(
             request,
@@ -81,7 +80,7 @@ class Submits:
             response_max_bytes=request.response_max_bytes or self.response_max_bytes,
             retention=request.retention_seconds or self.retention_seconds,
             tenant=tenant,
-            tenant_unfinished=keys.tenant_unfinished(tenant),
+            tenant_counts=(keys.tenant_unfinished(tenant), keys.tenant_stored_until(tenant)),
             rate_share=rate_share,
             links={
                 "retry_of": retry_of,
@@ -90,23 +89,32 @@ class Submits:
                 "traceparent": traceparent,
             },
         )
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(meta, mapping=fields)
-            for start in range(0, len(encoded.specs), CHUNK):
-                specs, ids = encoded.chunk(start)
-                pipe.rpush(calls, *specs)
-                pipe.hset(ids_key, items=ids)
-            for key in (meta, calls, ids_key):
-                pipe.pexpire(key, self.live_ms)
-            pipe.incrby(keys.unfinished, len(request.calls))
-            pipe.incrby(keys.tenant_unfinished(tenant), len(request.calls))
-            pipe.zadd(keys.tenant_batches(tenant), {batch_id: int(now * 1_000_000)})
-            pipe.hset(keys.tenant_stored(tenant), batch_id, f"{stored}|0")  # stored: counted while it lives
-            if jobs:
-                pipe.zadd(keys.jobs, dict.fromkeys(jobs, int(now * 1000) + self.lease_ms))
-            if request.deadline_seconds is not None:
-                pipe.zadd(keys.deadlines, {batch_id: int((now + request.deadline_seconds) * 1000)})
-            await pipe.execute()
+        ceilings = (max_unfinished_items, tenant_max_unfinished_items, max_stored_bytes)
+        deadline = None if request.deadline_seconds is None else int((now + request.deadline_seconds) * 1000)
+        try:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                for start in range(0, len(encoded.specs), CHUNK):
+                    specs, ids = encoded.chunk(start)
+                    pipe.rpush(calls, *specs)
+                    pipe.hset(ids_key, items=ids)
+                await queue_admit(
+                    self._admit,
+                    pipe,
+                    admit_keys(keys, batch_id, tenant),
+                    batch_id=batch_id,
+                    calls=len(request.calls),
+                    stored=stored,
+                    ceilings=ceilings,
+                    timing=(self.live_ms, self.lease_ms, int(now * 1_000_000), deadline),
+                    jobs=jobs,
+                    fields=fields,
+                )
+                replies = await pipe.execute()
+        except BaseException:
+            if staged:  # nothing is left of a batch that could not be stored
+                await self.redis.delete(calls, ids_key)
+            raise
+        check_admitted(replies[-1], stored, ceilings, retry_after)
         return batch_id
 
     async def unfinished_items(self, tenant: str | None = None) -> int:
@@ -118,17 +126,24 @@ class Submits:
     async def delete(self, batch_id: str, jobs: list[str]) -> None:
         """Remove a batch that could not be queued, and what it added to the shared keys."""
         keys = self.keys
-        total, tenant = await cast(
+        total, raw_tenant = await cast(
             Awaitable[list[bytes | None]], self.redis.hmget(keys.batch(batch_id), ["total", "tenant"])
         )
+        tenant = raw_tenant.decode() if raw_tenant is not None else None
+        size = None
+        if tenant is not None:
+            size = await cast(Awaitable[bytes | None], self.redis.hget(keys.tenant_stored_sizes(tenant), batch_id))
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(*keys.batch_keys(batch_id))
             if total is not None:
                 pipe.decrby(keys.unfinished, int(total))
             if total is not None and tenant is not None:
-                pipe.decrby(keys.tenant_unfinished(tenant.decode()), int(total))
-                pipe.zrem(keys.tenant_batches(tenant.decode()), batch_id)
-                pipe.hdel(keys.tenant_stored(tenant.decode()), batch_id)
+                pipe.decrby(keys.tenant_unfinished(tenant), int(total))
+                pipe.zrem(keys.tenant_batches(tenant), batch_id)
+            if tenant is not None and size is not None:  # its bytes are released now, not when it would expire
+                pipe.decrby(keys.tenant_stored_bytes(tenant), int(size))
+                pipe.hdel(keys.tenant_stored_sizes(tenant), batch_id)
+                pipe.zrem(keys.tenant_stored_until(tenant), batch_id)
             if jobs:
                 pipe.zrem(keys.jobs, *jobs)
             pipe.zrem(keys.deadlines, batch_id)

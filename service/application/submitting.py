@@ -16,7 +16,7 @@ from mcp_batch.contract.checks import Bounds, Refusal, precheck
 from mcp_batch.contract.references import any_may_reference
 from mcp_batch.contract.validation import validate_batch
 from mcp_batch.contract.webhook_policy import WebhookPolicy
-from mcp_batch.errors import Backpressure, InvalidCursor
+from mcp_batch.errors import InvalidCursor
 from mcp_batch.models import BatchRequest, DryRun, DryRunItem, ItemError, ItemStatus
 from mcp_batch.ops import tracing
 from mcp_batch.store import idempotency, overview
@@ -64,17 +64,9 @@ async def _store_and_queue(
     """Store a validated batch (of this max_concurrency) atomically under the caller's tenant, queue the shard jobs,
     wake the workers.
 
-    Past `max_unfinished_items` (the service's, or the caller's key's for its tenant) nothing is stored and
-    Backpressure (a 429) is raised."""
+    Past `max_unfinished_items` (the service's, or the caller's key's for its tenant) or the tenant's stored bytes
+    nothing is stored and Backpressure (a 429) is raised: the store checks them in the step that stores the batch."""
     settings, store = services.settings, services.store
-    retry_after = settings.backpressure_retry_after_seconds
-    unfinished = await store.submits.unfinished_items()
-    if unfinished + len(request.calls) > settings.max_unfinished_items:
-        raise Backpressure(unfinished, settings.max_unfinished_items, retry_after)
-    if caller.max_unfinished_items is not None:
-        mine = await store.submits.unfinished_items(caller.tenant)
-        if mine + len(request.calls) > caller.max_unfinished_items:
-            raise Backpressure(mine, caller.max_unfinished_items, retry_after)
     servers, linked = await _off_loop_if_large(len(request.calls), _survey, request)
     limits = services.registry.limits(servers)
     live = await overview.live_workers(services.redis, services.keys, settings.ready_worker_seconds)
@@ -95,7 +87,9 @@ async def _store_and_queue(
         rate_share=caller.rate_share,
         traceparent=tracing.traceparent(),
         max_stored_bytes=caller.max_stored_bytes or settings.max_stored_bytes,
-        retry_after=retry_after,
+        retry_after=settings.backpressure_retry_after_seconds,
+        max_unfinished_items=settings.max_unfinished_items,
+        tenant_max_unfinished_items=caller.max_unfinished_items,
     )
     try:
         for shard, job in enumerate(jobs):

@@ -1,10 +1,13 @@
 """JSON Lines uploads: `POST /v1/batches` with `Content-Type: application/x-ndjson` (or `application/jsonl`) takes
-one call per line and the batch options as query parameters (`?mode=serial&read_only=false`).
+one call per line and the batch options as query parameters (`?mode=serial&read_only=false`), except those that may
+carry a secret: `webhook_url` comes in the `X-MCP-Batch-Webhook-URL` header, since a query string is written to
+access logs and spans (a `webhook_url` in the query is a 422 saying so).
 
 The body is read as it streams: each line is parsed strictly (`strict_json.loads`) and checked as a `Call` once it is
 complete, so no document of the whole batch is built, and the event loop gets a turn every few hundred lines. Every
 problem names its line (`loc: ["line", 3, "server"]`, blank lines counted, 1-based), and so do the whole-batch ones
-found afterwards (a duplicate id, a server the key may not call); options name `["query", name]`. The parsed calls
+found afterwards (a duplicate id, a server the key may not call); options name `["query", name]` (or the header).
+The parsed calls
 then go through the route's usual path (validation, Idempotency-Key, storing), as a JSON body would.
 """
 
@@ -23,11 +26,14 @@ from pydantic import ValidationError
 
 from mcp_batch.errors import Forbidden, InvalidBatch, Problem
 from mcp_batch.models import BatchRequest, Call
+from mcp_batch.webhook_urls import URL_HEADER
 from service.bodies.strict_json import MalformedJSON, loads
 from service.bodies.strict_route import StrictJSONRoute
 
 MEDIA_TYPES = frozenset({"application/x-ndjson", "application/jsonl"})
 OPTIONS = tuple(name for name in BatchRequest.model_fields if name != "calls")
+IN_HEADERS = {"webhook_url": URL_HEADER}  # options that may carry a secret, and the header each comes in
+QUERY_OPTIONS = tuple(name for name in OPTIONS if name not in IN_HEADERS)
 MAX_PROBLEMS = 50  # past this many, reading stops: the caller has enough to fix
 _TURN_EVERY = 256  # lines parsed between two turns of the event loop
 _DEFAULT_DEPTH = 64
@@ -88,6 +94,8 @@ class Upload:
             loc = ("line", self.lines[loc[1]], *loc[2:])
         elif loc[:1] == ("calls",):
             loc = ("body", *loc[1:])
+        elif loc and loc[0] in IN_HEADERS:
+            loc = ("header", IN_HEADERS[str(loc[0])], *loc[1:])
         elif loc and loc[0] in OPTIONS:
             loc = ("query", *loc)
         return Problem(loc, problem.msg, problem.type)
@@ -103,19 +111,32 @@ def _typed(value: str) -> Any:
     return parsed if isinstance(parsed, bool | int | float) else value
 
 
+def _secret_in_query(name: str) -> Problem:
+    msg = f"`{name}` may carry a secret, and a query string is logged: send it in the {IN_HEADERS[name]} header"
+    return Problem(("query", name), msg, "secret_in_query")
+
+
 def _options(request: Request, upload: Upload) -> None:
     for name, value in request.query_params.multi_items():
-        if name not in OPTIONS:
+        if name in IN_HEADERS:
+            upload.problems.append(_secret_in_query(name))
+        elif name not in OPTIONS:
             upload.problems.append(Problem(("query", name), "not a batch option", "extra_forbidden"))
         elif name in upload.options:
             upload.problems.append(Problem(("query", name), "given twice", "value_error"))
         else:
             upload.options[name] = _typed(value)
+    for name, header in IN_HEADERS.items():
+        values = request.headers.getlist(header)
+        if len(values) > 1:
+            upload.problems.append(Problem(("header", header), "given twice", "value_error"))
+        elif values:
+            upload.options[name] = values[0]
     try:
         BatchRequest.model_validate({"calls": [], **upload.options})
     except ValidationError as exc:
         for e in exc.errors(include_input=False, include_url=False):
-            upload.problems.append(Problem(("query", *e["loc"]), e["msg"], e["type"]))
+            upload.problems.append(upload.where(Problem(tuple(e["loc"]), e["msg"], e["type"])))
 
 
 async def read_upload(request: Request, max_calls: int, max_depth: int) -> Upload:
@@ -177,13 +198,16 @@ _OPTION_SCHEMAS: dict[str, dict[str, Any]] = {
     "retention_seconds": {"type": "integer", "minimum": 1},
     "webhook_url": {"type": "string"},
 }
-_LINES = "JSON Lines: one call (a `Call` object) per line; the batch options as query parameters."
+_LINES = (
+    "JSON Lines: one call (a `Call` object) per line; the batch options as query parameters (`webhook_url` in the "
+    f"{URL_HEADER} header)."
+)
 OPENAPI: dict[str, Any] = {
     "requestBody": {"content": {media: {"schema": {"type": "string", "description": _LINES}} for media in MEDIA_TYPES}},
     "parameters": [
         {
-            "name": name,
-            "in": "query",
+            "name": IN_HEADERS.get(name, name),  # the header's own spelling
+            "in": "header" if name in IN_HEADERS else "query",
             "required": False,
             "schema": _OPTION_SCHEMAS[name],
             "description": f"With a JSON Lines body only: the batch's `{name}` (a JSON body carries its own).",
@@ -191,6 +215,16 @@ OPENAPI: dict[str, Any] = {
         for name in OPTIONS
     ],
 }
+
+
+def _misplaced(request: Request) -> list[Problem]:
+    """The batch options a request with a JSON body gives outside it (in the query, or an upload's header)."""
+    where = "the query and these headers take options with a JSON Lines body only"
+    msg = f"a batch option goes in the JSON body ({where})"
+    misplaced = [Problem(("query", name), msg, "extra_forbidden") for name in OPTIONS if name in request.query_params]
+    return misplaced + [
+        Problem(("header", h), msg, "extra_forbidden") for h in IN_HEADERS.values() if h in request.headers
+    ]
 
 
 class JSONLinesRoute(StrictJSONRoute):
@@ -211,10 +245,9 @@ class JSONLinesRoute(StrictJSONRoute):
 
         async def route(request: Request) -> Response:
             if not is_json_lines(request.headers.get("content-type")):
-                misplaced = [n for n in OPTIONS if n in request.query_params]
+                misplaced = _misplaced(request)
                 if misplaced:
-                    msg = "a batch option goes in the JSON body (the query takes options with a JSON Lines body only)"
-                    raise InvalidBatch([Problem(("query", n), msg, "extra_forbidden") for n in misplaced])
+                    raise InvalidBatch(misplaced)
                 return await strict(request)
             services = request.app.state.services
             depth = getattr(request.app.state, "max_json_depth", _DEFAULT_DEPTH)

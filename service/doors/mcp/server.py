@@ -58,11 +58,9 @@ def mcp_routes(server: MCPServer, keyring: KeyRing | None) -> list[Route]:
         # Stateless: no session lives in one API process, so any replica behind a load balancer answers any request
         # (a batch's state is in Redis), and the tools never call back to the client.
         stateless_http=True,
-        # No Host/Origin allow-list. The SDK turns one on by default (its `host` argument defaults to 127.0.0.1), which
-        # answers 421 to every request that reaches the API under another name (0.0.0.0 behind a proxy or a DNS name).
-        # It would protect nothing here: the REST routes on the same port accept any Host, so a DNS-rebinding page
-        # could POST /v1/batches just the same. Host checking belongs in front of the whole app (the reverse proxy, or
-        # Starlette's TrustedHostMiddleware). POSTs must still be application/json (the SDK checks that regardless).
+        # Host and Origin are checked in front of the whole app (service/host_guard.py), for every route alike; the
+        # SDK's own check would refuse the names a deployment lists in MCP_BATCH_ALLOWED_HOSTS. POSTs must still be
+        # application/json (the SDK checks that regardless).
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     endpoint = Authenticated(StreamableHTTPASGIApp(server.session_manager), keyring, jsonrpc_unauthorized)

@@ -69,8 +69,10 @@ async def test_a_failed_create_leaves_nothing(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, jobs = await create(store, batch(3, deadline_seconds=60))
     await store.submits.delete(batch_id, jobs)
-    counters = {Keys().unfinished.encode(), Keys().tenant_unfinished("default").encode()}
-    assert set(await redis.keys("*")) == counters  # what is left: the counters, back at zero
+    keys = Keys()
+    counters = {keys.unfinished, keys.tenant_unfinished("default"), keys.tenant_stored_bytes("default")}
+    assert set(await redis.keys("*")) == {c.encode() for c in counters}  # what is left: the counters
+    assert [int(await redis.get(c)) for c in counters] == [0, 0, 0]  # back at zero
     assert await store.submits.unfinished_items() == 0 and await store.submits.unfinished_items("default") == 0
 
 

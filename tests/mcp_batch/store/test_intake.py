@@ -42,7 +42,8 @@ async def test_a_large_batchs_stored_bytes_are_its_specs(redis: aioredis.Redis) 
     keys, batch_id = Keys(), new_batch_id()
     await Store(redis, keys, 3600).submits.create(large(), 4, batch_id=batch_id, max_stored_bytes=10**9)
     stored = sum(map(len, await redis.lrange(keys.calls(batch_id), 0, -1)))
-    assert await redis.hget(keys.tenant_stored("default"), batch_id) == f"{stored}|0".encode()
+    assert await redis.hget(keys.tenant_stored_sizes("default"), batch_id) == str(stored).encode()
+    assert await redis.get(keys.tenant_stored_bytes("default")) == str(stored).encode()
 
 
 async def test_a_large_batch_over_the_tenants_ceiling_leaves_nothing(redis: aioredis.Redis) -> None:
@@ -50,7 +51,8 @@ async def test_a_large_batch_over_the_tenants_ceiling_leaves_nothing(redis: aior
     with pytest.raises(StoredBytesCeiling):
         await Store(redis, keys, 3600).submits.create(large(), 4, batch_id=batch_id, max_stored_bytes=1_000)
     assert not await redis.exists(*keys.batch_keys(batch_id))
-    assert not await redis.hexists(keys.tenant_stored("default"), batch_id)
+    assert not await redis.hexists(keys.tenant_stored_sizes("default"), batch_id)
+    assert not await redis.zscore(keys.tenant_stored_until("default"), batch_id)
 
 
 async def test_a_large_batch_that_fails_halfway_leaves_nothing_and_the_pool_works(redis: aioredis.Redis) -> None:

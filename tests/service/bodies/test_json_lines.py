@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 import redis.asyncio as aioredis
+from pydantic import SecretStr
 
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
@@ -150,3 +151,34 @@ async def test_a_100000_line_upload_is_read_as_it_streams_without_holding_the_lo
     # The loop kept turning while the body was read: parsed on it, the ticker would run once or twice. (How long a
     # turn took is a figure, printed above, not a pass/fail: it depends on the machine's load.)
     assert len(gaps) >= 20
+
+
+HOOK = "https://hooks.example.com/h?token=hook-SEKRET-9f3a"
+WEBHOOK_HEADER = "X-MCP-Batch-Webhook-URL"
+
+
+@pytest.fixture
+def hooked(settings: Settings) -> Settings:
+    update = {"webhook_allow": ["https://hooks.example.com/"], "webhook_secret": SecretStr("signing-key")}
+    return settings.model_copy(update=update)
+
+
+async def test_an_uploads_webhook_url_goes_in_a_header_and_never_in_the_query(hooked: Settings) -> None:
+    body = lines({"server": "demo", "tool": "echo"})
+    async with running_api(hooked) as base_url, httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        queried = await client.post("/v1/batches", content=body, headers=NDJSON, params={"webhook_url": HOOK})
+        ((loc, msg),) = problems(queried)
+        assert loc == ["query", "webhook_url"] and WEBHOOK_HEADER in msg
+        assert "hook-SEKRET" not in queried.text
+        dry = await client.post("/v1/batches:validate", content=body, headers=NDJSON, params={"webhook_url": HOOK})
+        assert problems(dry)[0][0] == ["query", "webhook_url"]
+        sent = await client.post("/v1/batches", content=body, headers={**NDJSON, WEBHOOK_HEADER: HOOK})
+        assert sent.status_code == 202, sent.text
+        assert sent.json()["webhook"] == {"status": "pending", "attempts": 0}
+        outside = {**NDJSON, WEBHOOK_HEADER: "https://elsewhere.example/h"}  # refused by the allow-list, named
+        (refused,) = problems(await client.post("/v1/batches", content=body, headers=outside))
+        assert refused[0] == ["header", WEBHOOK_HEADER]
+        as_json = await client.post(
+            "/v1/batches", json={"calls": [{"server": "demo", "tool": "echo"}]}, headers={WEBHOOK_HEADER: HOOK}
+        )
+        assert problems(as_json)[0][0] == ["header", WEBHOOK_HEADER]  # a JSON body carries its own

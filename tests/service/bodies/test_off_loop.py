@@ -107,7 +107,7 @@ async def test_a_request_without_a_valid_key_is_401_before_its_body_is_read(api:
     for authorization in (b"", b"Authorization: Bearer not-a-key\r\n"):
         reader, writer = await asyncio.open_connection(host, int(port))
         try:
-            head = b"POST /v1/batches HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            head = b"POST /v1/batches HTTP/1.1\r\nHost: %b\r\nContent-Type: application/json\r\n" % host.encode()
             writer.write(head + authorization + b"Content-Length: %d\r\n\r\n" % (8 << 20) + b'{"calls": [')
             started = time.perf_counter()
             # Only the start of an 8 MiB body is sent: a server that read it first would never answer.

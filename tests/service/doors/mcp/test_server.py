@@ -9,7 +9,8 @@ import httpx
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
-from tests.support import ServiceHandle
+from mcp_batch.settings import Settings
+from tests.support import ServiceHandle, running_api
 
 SECRET = "tok-5678-do-not-echo"
 
@@ -133,9 +134,7 @@ async def test_get_batch_of_an_unknown_id_is_a_tool_error(service: ServiceHandle
     assert "no batch with that id" in text
 
 
-async def test_the_endpoint_answers_without_the_slash_and_under_any_host_name(service: ServiceHandle) -> None:
-    async with Client(f"{service.base_url}/mcp") as client:
-        assert len((await client.list_tools()).tools) == 5
+async def test_the_endpoint_answers_without_the_slash_and_under_a_listed_host_name(settings: Settings) -> None:
     initialize = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -143,7 +142,11 @@ async def test_the_endpoint_answers_without_the_slash_and_under_any_host_name(se
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
     }
     headers = {"Host": "batches.example.com", "Accept": "application/json, text/event-stream"}
-    async with httpx.AsyncClient(base_url=service.base_url, timeout=30) as http:
-        response = await http.post("/mcp/", json=initialize, headers=headers)
+    listed = settings.model_copy(update={"allowed_hosts": ["batches.example.com"]})
+    async with running_api(listed) as base_url:
+        async with Client(f"{base_url}/mcp") as client:
+            assert len((await client.list_tools()).tools) == 5
+        async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+            response = await http.post("/mcp/", json=initialize, headers=headers)
     assert response.status_code == 200, response.text
     assert '"serverInfo"' in response.text
