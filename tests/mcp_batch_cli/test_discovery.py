@@ -21,7 +21,7 @@ from mcp_batch_cli.command_errors import CommandError, explained
 from mcp_batch_cli.status import operator_settings
 from tests.support import MCP_BATCH, command_env, eventually, free_port, run_command
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "batch.json"
 

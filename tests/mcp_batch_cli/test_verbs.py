@@ -13,7 +13,7 @@ import pytest
 from mcp_batch.settings import Settings
 from tests.support import ServiceHandle, command_env, finished, run_batch, run_command, submit
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 ECHO = {"server": "demo", "tool": "echo"}
 
