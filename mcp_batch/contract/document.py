@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_batch.contract import plain_items
+from mcp_batch.contract import plain_items, retry_settings
 from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.models import (
     FAILED_ITEM,
@@ -122,5 +122,6 @@ def summary(batch_id: str, row: BatchRow, offset: int, shown: int, failed: list[
         finished_at=iso(end),
         elapsed_seconds=round((end if end is not None else time.time()) - row.created_at, 6),
         retry_of=row.retry_of,
+        settings_from=retry_settings.settings_from(batch_id, row),
         webhook=row.webhook,
     )

@@ -97,6 +97,8 @@ class BatchRow:
     counts: dict[ItemStatus, int]  # finished items by status
     webhook: WebhookState | None
     orphaned: tuple[int, ...] = ()  # once ended: claimed items that never finished, in index order
+    deadline_seconds: float | None = None  # the deadline as submitted (a retry counts it from its own submit)
+    settings_from: dict[str, str] | None = None  # a retry's: each setting it kept, and the batch it came from
 
     @property
     def ended_items(self) -> int:
@@ -143,6 +145,8 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         counts={s: int(m.get(f"n:{s.value}", 0)) for s in ItemStatus},
         webhook=webhook,
         orphaned=tuple(int(i) for i in m["orphaned"].split(",")) if m.get("orphaned") else (),
+        deadline_seconds=_float(m.get("deadline_seconds")),
+        settings_from=json.loads(m["settings_from"]) if "settings_from" in m else None,
     )
 
 
@@ -160,8 +164,8 @@ def new_row(
     rate_share: float | None,
     links: Mapping[str, str | None],
 ) -> dict[str, Any]:
-    """The hash of a batch just submitted. `links` (retry_of, idempotency_key, webhook_url, traceparent) are written
-    when set."""
+    """The hash of a batch just submitted. `links` (retry_of, settings_from, idempotency_key, webhook_url,
+    traceparent) are written when set."""
     fields: dict[str, Any] = {
         "status": BatchStatus.queued.value,
         "mode": request.mode.value,
@@ -183,6 +187,7 @@ def new_row(
     if rate_share is not None:
         fields["rate_share"] = repr(rate_share)
     if request.deadline_seconds is not None:
+        fields["deadline_seconds"] = repr(request.deadline_seconds)
         fields["deadline_at"] = repr(now + request.deadline_seconds)
     return fields | {name: value for name, value in links.items() if value is not None}
 

@@ -1,0 +1,100 @@
+"""A retry's settings: each of the retried batch's, kept, unless the retry's body sets it; and which batch each came
+from. Pure functions over the stored row.
+
+The settings are the submit's own fields (every field of `BatchRequest` but `calls`) and `timeout_seconds`, which a
+retry's body may set for every retried call at once (left out, each call keeps its own). `RetryRequest` is made from
+`BatchRequest`'s fields, so a setting added there can be set on a retry with the same bounds; `kept` fails the
+retry tests until it keeps it too.
+
+Which batch a setting came from: a retry stores, for each setting it kept, the batch the retried batch had it from
+(`settings_from`); a setting its body set came from the retry itself. A batch that is not a retry has each from
+itself.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, create_model
+from pydantic.fields import FieldInfo
+
+from mcp_batch.models import MAX_DEADLINE_SECONDS, BatchRequest, Call
+from mcp_batch.store.batch_row import BatchRow
+
+TIMEOUT = "timeout_seconds"
+SETTINGS: tuple[str, ...] = (*(name for name in BatchRequest.model_fields if name != "calls"), TIMEOUT)
+
+
+def _optional(field: FieldInfo, description: str | None = None) -> tuple[Any, FieldInfo]:
+    """The field as a retry takes it: left out by default (kept), with the submit's type and bounds when given."""
+    taken = copy.copy(field)
+    taken.default, taken.default_factory = None, None
+    if description is not None:
+        taken.description = description
+    return field.annotation, taken
+
+
+_TIMEOUT_HELP = (
+    "Every retried call's timeout; left out, each keeps its own (null: each its server's default). At most the "
+    "configured maximum."
+)
+_DOC = (
+    "Body of `POST /v1/batches/{id}/retry` (optional): settings that replace the retried batch's. Each one left out is "
+    "kept (the deadline as a duration, counted from the retry's submit); one given is checked as a submit checks it, "
+    "and null (where a submit takes null) means what a submit without it gets."
+)
+
+if TYPE_CHECKING:
+
+    class RetryRequest(BaseModel):
+        """See `_DOC`: only `model_dump(exclude_unset=True)` is read."""
+
+else:
+    RetryRequest = create_model(
+        "RetryRequest",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__=_DOC,
+        **{name: _optional(field) for name, field in BatchRequest.model_fields.items() if name != "calls"},
+        timeout_seconds=_optional(Call.model_fields[TIMEOUT], _TIMEOUT_HELP),
+    )
+
+
+def kept(row: BatchRow, webhook_url: str | None) -> dict[str, Any]:
+    """The settings a retry of this batch keeps (each call's timeout stays in the call itself)."""
+    deadline = row.deadline_seconds
+    if deadline is None and row.deadline_at is not None:  # a batch stored without its duration
+        deadline = min(MAX_DEADLINE_SECONDS, max(row.deadline_at - row.created_at, 0.001))
+    return {
+        "mode": row.mode,
+        "on_error": row.on_error,
+        "max_concurrency": row.max_concurrency,
+        "read_only": row.read_only,
+        "response_max_bytes": row.response_max_bytes,
+        "deadline_seconds": deadline,
+        "retention_seconds": row.retention,
+        "webhook_url": webhook_url,
+    }
+
+
+def origins(batch_id: str, row: BatchRow, overrides: Mapping[str, Any]) -> dict[str, str]:
+    """For a retry of this batch: each setting it keeps, and the batch that setting came from."""
+    earlier = row.settings_from or {}
+    return {name: earlier.get(name, batch_id) for name in SETTINGS if name not in overrides}
+
+
+def settings_from(batch_id: str, row: BatchRow) -> dict[str, str] | None:
+    """The document's `settings_from`: for a retry, each setting and the batch it came from; else None."""
+    if row.retry_of is None:
+        return None
+    inherited = row.settings_from or {}
+    return {name: inherited.get(name, batch_id) for name in SETTINGS}
+
+
+def annotate(loc: tuple[str | int, ...], msg: str, inherited: Mapping[str, str]) -> str:
+    """A problem's message, saying which batch the setting at fault was kept from (never its value)."""
+    name = TIMEOUT if loc and loc[-1] == TIMEOUT else loc[0] if loc else None  # a call's timeout, or a batch's
+    if isinstance(name, str) and name in inherited:
+        return f"{msg} (kept from batch {inherited[name]}: set it in the retry's body)"
+    return msg
