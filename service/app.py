@@ -110,5 +110,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: it sees the 503s and 401s too
     for router in routers:
         app.include_router(router)
-    app.router.routes.extend(mcp_routes(mcp, keyring))  # the MCP endpoint at /mcp (and /mcp/)
+    app.router.routes.extend(mcp_routes(mcp, keyring, settings.max_body_bytes))  # the MCP endpoint at /mcp (and /mcp/)
     return app

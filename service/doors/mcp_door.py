@@ -270,7 +270,7 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
     )
 
 
-def mcp_routes(server: MCPServer, keyring: KeyRing | None) -> list[Route]:
+def mcp_routes(server: MCPServer, keyring: KeyRing | None, max_body_bytes: int) -> list[Route]:
     """`/mcp` and `/mcp/`, both served by the server's streamable-HTTP transport.
 
     Exact routes rather than a mount: a mount at /mcp would also swallow `/mcp/tools/call` (the Gumloop door) unless
@@ -281,6 +281,9 @@ def mcp_routes(server: MCPServer, keyring: KeyRing | None) -> list[Route]:
         # Stateless: no session lives in one API process, so any replica behind a load balancer answers any request
         # (a batch's state is in Redis), and the tools never call back to the client.
         stateless_http=True,
+        # The service's own ceiling: the app's BodyLimit answers past it, in JSON, before the SDK's (text/plain, at
+        # 4 MiB by default) could.
+        max_request_body_size=max_body_bytes,
         # No Host/Origin allow-list. The SDK turns one on by default (its `host` argument defaults to 127.0.0.1), which
         # answers 421 to every request that reaches the API under another name (0.0.0.0 behind a proxy or a DNS name).
         # It would protect nothing here: the REST routes on the same port accept any Host, so a DNS-rebinding page
