@@ -10,6 +10,7 @@ task for a long batch (mcp_tasks.py); with the proxy on, every backend tool is l
 
 # No `from __future__ import annotations` here: the SDK reads each tool's parameter types (and their descriptions,
 # which carry the configured limits) from the live annotations of functions defined inside `build_mcp_server`.
+import importlib.metadata
 from collections.abc import Callable
 from typing import Annotated
 
@@ -262,6 +263,7 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
         middleware.append(proxy.listing)
     return MCPServer(
         "mcp-batch",
+        version=importlib.metadata.version("mcp-batch"),  # the installed package's: serverInfo.version
         instructions=_INSTRUCTIONS,
         tools=list(tools),
         log_level="WARNING",
