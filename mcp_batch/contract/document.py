@@ -6,7 +6,9 @@ matching status, and once it has ended every item without a record has it.
 
 An item's `seq` is its place in finish order, stored with its record. Once the batch has ended, the items that never
 finished take theirs after every finished one: first those never claimed, in index order, then those claimed but
-never finished (`BatchRow.orphaned`). So every item of an ended batch has exactly one seq, 1 to `total`.
+never finished (`BatchRow.orphaned`). So every item of an ended batch has exactly one seq, 1 to `total`. Of those
+claimed but never finished, one a stopped worker had in flight (`BatchRow.lost`) carries an `interrupted` error: it may
+have run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from mcp_batch.models import (
     Counts,
     ItemStatus,
 )
-from mcp_batch.records import iso
+from mcp_batch.records import error_info, iso
 from mcp_batch.store.batch_row import LIMITS, BatchRow
 
 # What an item that never ran becomes when its batch halts for this reason.
@@ -49,11 +51,36 @@ def unrun_index(row: BatchRow, seq: int) -> int:
     return row.claimed + rank if rank < never_claimed else row.orphaned[rank - never_claimed]
 
 
+# Why a call a stopped worker had in flight never finished, by the batch's halt.
+_HALTED_WHY = {
+    "cancel": "the batch was cancelled",
+    "expire": "the batch's deadline passed",
+    "stop": "the batch stopped (on_error: stop)",
+}
+
+
+def _unrun(head: Mapping[str, Any], row: BatchRow, status: str, seq: int | None) -> PlainItem:
+    """An item without a record, with `status`; one a stopped worker had in flight says it may have run, and whose
+    it was."""
+    fields: dict[str, Any] = {**head, "status": status, "seq": seq}
+    worker = row.lost.get(head["index"])
+    if worker is not None:
+        why = _HALTED_WHY.get(row.halt or "", "the batch ended")
+        message = (
+            f"the worker running this call stopped while it was in flight, and {why} before another worker took "
+            "it over: the call may or may not have run"
+        )
+        fields["error"] = error_info("interrupted", message, "batch", may_have_run=True)
+        if worker:
+            fields["worker"] = worker
+    return plain_items.item(fields)
+
+
 def unrun_item(head: Mapping[str, Any], row: BatchRow) -> PlainItem:
     """An item of an ended batch that never finished (`head`: its call's index, id, server, tool), as the document
     shows it."""
     status = HALTED.get(row.halt or "", ItemStatus.pending)
-    return plain_items.item({**head, "status": status.value, "seq": unrun_seq(row, head["index"])})
+    return _unrun(head, row, status.value, unrun_seq(row, head["index"]))
 
 
 def page_items(row: BatchRow, heads: list[dict[str, Any]], records: Mapping[int, bytes]) -> list[PlainItem]:
@@ -70,7 +97,7 @@ def page_items(row: BatchRow, heads: list[dict[str, Any]], records: Mapping[int,
         elif index < claimed and not ended:
             items.append(plain_items.item({**head, "status": ItemStatus.running.value}))
         elif ended:
-            items.append(plain_items.item({**head, "status": rest, "seq": unrun_seq(row, index)}))
+            items.append(_unrun(head, row, rest, unrun_seq(row, index)))
         else:
             items.append(plain_items.item({**head, "status": rest}))
     return items

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -99,6 +99,9 @@ class BatchRow:
     orphaned: tuple[int, ...] = ()  # once ended: claimed items that never finished, in index order
     deadline_seconds: float | None = None  # the deadline as submitted (a retry counts it from its own submit)
     settings_from: dict[str, str] | None = None  # a retry's: each setting it kept, and the batch it came from
+    # Items a take-over found in flight on a stopped worker (which may have sent them): index -> that worker ('' if
+    # unknown); the hash's `lost:<index>`, copied from the job's `runner:<job>`. One here without a record may have run.
+    lost: dict[int, str] = field(default_factory=dict)
 
     @property
     def ended_items(self) -> int:
@@ -147,6 +150,7 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         orphaned=tuple(int(i) for i in m["orphaned"].split(",")) if m.get("orphaned") else (),
         deadline_seconds=_float(m.get("deadline_seconds")),
         settings_from=json.loads(m["settings_from"]) if "settings_from" in m else None,
+        lost={int(k[5:]): v for k, v in m.items() if k.startswith("lost:")},
     )
 
 
