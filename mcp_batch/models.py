@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -70,6 +70,8 @@ FAILED_ITEM = frozenset(TERMINAL_ITEM - {ItemStatus.ok, ItemStatus.skipped, Item
 # An id's characters, as contract/validation.py checks them (stated here for the OpenAPI document): no '.' (references
 # use dots), no control character (Unicode's Cc: C0, DEL and C1) and no line or paragraph separator.
 ID_PATTERN = r"^[^.\x00-\x1f\x7f-\x9f\u2028\u2029]+$"
+# A call's id as every door takes it (the Gumloop door's `ref` is one).
+CallId = Annotated[str | None, Field(min_length=1, max_length=100, json_schema_extra={"pattern": ID_PATTERN})]
 # The service's ceilings as the OpenAPI document states them: the settings' defaults (a deployment may raise them;
 # contract/validation.py checks the configured ones). Kept here, not read from Settings: models.py imports no settings.
 _DEFAULT_CEILINGS = {
@@ -90,12 +92,8 @@ class Call(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str | None = Field(
-        None,
-        min_length=1,
-        max_length=100,
-        description="Caller's id for this call, unique in the batch (ignoring case); default: index.",
-        json_schema_extra={"pattern": ID_PATTERN},
+    id: CallId = Field(
+        None, description="Caller's id for this call, unique in the batch (ignoring case); default: index."
     )
     # Names over 200 characters are an item's `invalid_call`, not a rejected batch; this bound only stops abuse.
     server: str = Field(min_length=1, max_length=10_000, description="Backend name from the servers file.")

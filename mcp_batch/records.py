@@ -7,10 +7,12 @@ mean "not applicable" (no content for an item that never ran).
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 import orjson
 
@@ -50,7 +52,7 @@ class ItemRecord(TypedDict):
     seq: NotRequired[int]  # added by the store when it records the item (its place in finish order)
 
 
-TOOL_MESSAGE_CHARS = 500  # as CentralMCP bounds the errors it passes on
+TOOL_MESSAGE_CHARS = 500  # of a tool's own words in `error.message`: what failed, in brief (the content has it all)
 _MASKED_CHARS = 4  # argument strings at least this long are masked in a tool's message (shorter ones are words)
 
 
@@ -93,6 +95,7 @@ def record(
     started: float | None = None,
     finished: float | None = None,
     worker: str | None = None,
+    queued_seconds: float | None = None,
     error: ErrorInfo | None = None,
     content: list[dict[str, Any]] | None = None,
     structured_content: Any = None,
@@ -105,38 +108,43 @@ def record(
     connect_seconds: float | None = None,
     recovered: bool = False,
 ) -> ItemRecord:
-    """The record of an item that ended with `status`. `started`/`finished` (epoch seconds) default to now: an item
-    that never reached its backend started and finished at once. Fields left None are left out."""
+    """The record of an item that ended with `status`, complete as it returns. `started`/`finished` (epoch seconds)
+    default to now: an item that never reached its backend started and finished at once. Fields left None are left
+    out (`structured_content` goes with `content`)."""
     now = time.time()
     built: ItemRecord = {
         "status": status.value,
         "started_at": iso(now if started is None else started),
         "finished_at": iso(now if finished is None else finished),
     }
-    if worker is not None:
-        built["worker"] = worker
-    if error is not None:
-        built["error"] = error
-    if content is not None:
-        built["content"] = content
-        built["structured_content"] = structured_content
-    if meta is not None:
-        built["meta"] = meta
-    if next_cursor is not None:
-        built["next_cursor"] = next_cursor
-    if is_error is not None:
-        built["is_error"] = is_error
-    if elapsed_seconds is not None:
-        built["elapsed_seconds"] = elapsed_seconds
-    if attempts is not None:
-        built["attempts"] = attempts
-    if rate_wait_seconds is not None:
-        built["rate_wait_seconds"] = rate_wait_seconds
-    if connect_seconds is not None:
-        built["connect_seconds"] = connect_seconds
-    if recovered:
-        built["recovered"] = True
+    optional = {
+        "worker": worker,
+        "queued_seconds": queued_seconds,
+        "error": error,
+        "content": content,
+        "structured_content": structured_content,
+        "meta": meta,
+        "next_cursor": next_cursor,
+        "is_error": is_error,
+        "elapsed_seconds": elapsed_seconds,
+        "attempts": attempts,
+        "rate_wait_seconds": rate_wait_seconds,
+        "connect_seconds": connect_seconds,
+        "recovered": recovered or None,
+    }
+    fields = cast(dict[str, Any], built)
+    for name, value in optional.items():
+        if value is not None or (name == "structured_content" and content is not None):  # with content, even null
+            fields[name] = value
     return built
+
+
+Builder = Callable[..., ItemRecord]  # `record`, with what every record of one item carries given already
+
+
+def builder(worker: str, queued_seconds: float) -> Builder:
+    """`record` for one item: every record it may end with names its worker and the time it waited in the queue."""
+    return functools.partial(record, worker=worker, queued_seconds=queued_seconds)
 
 
 def dump(item: ItemRecord) -> bytes:

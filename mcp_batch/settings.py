@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mcp_batch.contract.webhook_policy import allow_entry
+from mcp_batch.webhook_urls import allow_entry
 
 
 class Settings(BaseSettings):

@@ -16,6 +16,7 @@ from fastapi_offline import FastAPIOffline
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import load_servers
+from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.keys import Keys
 from mcp_batch.models import ErrorDetail
 from mcp_batch.ops import durability, tracing
@@ -24,13 +25,13 @@ from mcp_batch.ops.prometheus import ApiMetrics
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
-from mcp_batch.store.cursor_key import load_cursor_key
+from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.tenants import load_keys
 from service.application.services import Services
 from service.doors import gumloop
-from service.doors.mcp_door import build_mcp_server, mcp_routes
+from service.doors.mcp import build_mcp_server, mcp_routes
 from service.http_errors import install_error_handlers
-from service.key_gate import KeyFirst
+from service.key_before_body import KeyFirst
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
 from service.routes import batches, dashboard, health, servers
 from service.routes import scrape as metrics_routes
@@ -62,13 +63,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             keys=keys,
             registry=registry,
             redis=redis,
-            store=Store(
-                redis, keys, settings.retention_seconds, done, settings.response_max_bytes, settings.lease_seconds
-            ),
+            store=Store.from_settings(redis, settings, done),
             catalog=catalog,
             rate=RateLimiter(redis, keys),
             leases=LeaseSemaphore(redis, keys),
-            cursors=await load_cursor_key(redis, keys, settings.cursor_secret),
+            cursors=CursorKey(await cursor_secret(redis, keys, settings.cursor_secret)),
             metrics=metrics,
         )
         try:

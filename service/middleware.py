@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_batch.ops.outage import REDIS_DOWN
 from mcp_batch.ops.prometheus import UNMATCHED_ROUTE, ApiMetrics
+from mcp_batch.store.outage import REDIS_DOWN
 
 logger = logging.getLogger(__name__)
 

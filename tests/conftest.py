@@ -1,10 +1,17 @@
 """Real resources for the tests: a Redis database emptied before each test, the demo backend as real processes
-over stdio and streamable HTTP, and the service itself (uvicorn on a real port, an arq worker in the loop)."""
+over stdio and streamable HTTP, and the service itself (uvicorn on a real port, an arq worker in the loop).
+
+The suite runs in parallel (pytest-xdist, `-n auto` in pyproject): each xdist worker is a process with its own
+session fixtures (backends on free ports) and its own Redis database, counted down from the one
+`MCP_BATCH_TEST_REDIS_URL` names. A test marked `serial` runs in the one group that never runs two at a time."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import urllib.parse
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +21,39 @@ import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.settings import Settings
+from tests.redis_server import RedisServer
 from tests.support import HttpBackendProcess, ServiceHandle, running_service, start_http_backend, stdio_demo
 
-REDIS_URL = os.environ.get("MCP_BATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+def worker_redis_url(base: str, worker: str) -> str:
+    """The database of xdist worker `worker` (gw0, gw1, ...; the base's own for gw0 and for a run without xdist):
+    the base's number less the worker's, so each worker empties only its own."""
+    parts = urllib.parse.urlsplit(base)
+    number = int(parts.path.strip("/") or 0) - int(worker.removeprefix("gw"))
+    if number < 0:
+        raise pytest.UsageError(
+            f"MCP_BATCH_TEST_REDIS_URL names database {parts.path.strip('/') or 0}: too low for test worker {worker} "
+            "(each worker takes the next lower number); name a higher database or run fewer workers (-n)"
+        )
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{number}"))
+
+
+REDIS_URL = worker_redis_url(
+    os.environ.get("MCP_BATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
+    os.environ.get("PYTEST_XDIST_WORKER", "gw0"),
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`serial` tests share one xdist group (`--dist loadgroup`), so no two of them ever run at the same time; and
+    every test has a node id of its own, which is how xdist hands tests to its workers."""
+    for item in items:
+        if item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.xdist_group("serial"))
+    twice = [nodeid for nodeid, count in Counter(item.nodeid for item in items).items() if count > 1]
+    if twice:
+        raise pytest.UsageError(f"tests share a node id, so a parallel run would skip all but one: {twice[:3]}")
 
 
 @pytest.fixture
@@ -26,6 +63,16 @@ async def redis() -> AsyncIterator[aioredis.Redis]:
     await client.flushdb()
     yield client
     await client.aclose()
+
+
+@pytest.fixture
+async def own_redis(tmp_path: Path) -> AsyncIterator[RedisServer]:
+    """A redis-server of this test's own, for what the shared one cannot give: server-wide figures (command counts,
+    memory) that no other worker's tests disturb, or a Redis to stop."""
+    server = RedisServer(tmp_path / "redis")
+    await server.start()
+    yield server
+    await server.stop(signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import socket
@@ -155,16 +156,20 @@ def start_http_backend(
     cmd = [sys.executable, "-m", "tests.fault_backend", "--transport", "http", "--port", str(port), *extra_args]
     environ = {**os.environ, **(env or {})}
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def listening() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"demo HTTP backend exited with {process.returncode}")
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return HttpBackendProcess(process, port)
-        time.sleep(0.05)  # start-up of a child process: nothing to wait on but the port
-    process.kill()
-    raise TimeoutError("demo HTTP backend did not start")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        eventually_blocking(listening, what="the demo HTTP backend's port", timeout=timeout)
+    except BaseException:
+        process.kill()
+        process.wait(10)
+        raise
+    return HttpBackendProcess(process, port)
 
 
 @pytest.fixture(name="servers")
@@ -192,15 +197,32 @@ async def running_api(settings: Settings) -> AsyncIterator[str]:
     server = uvicorn.Server(config)
     api_task = asyncio.create_task(server.serve())
     try:
-        async with asyncio.timeout(20):
-            while not server.started:
-                if api_task.done():
-                    api_task.result()
-                await asyncio.sleep(0.01)  # uvicorn offers no start event to await
+        await eventually(lambda: server.started or api_task.done(), what="uvicorn started", timeout=20)
+        if api_task.done():
+            api_task.result()  # its start-up failed: say why
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         await api_task
+
+
+STOP_SECONDS = 30.0  # a worker's stop waits for its sessions (10 s at most each) and its jobs' hand-back
+
+
+async def stopped(worker: Worker, worker_task: asyncio.Task[None]) -> None:
+    """Stop an in-loop worker; one that does not stop in time fails the test showing what every task waits on."""
+    try:
+        async with asyncio.timeout(STOP_SECONDS):
+            worker_task.cancel()
+            with suppress(asyncio.CancelledError):
+                await worker_task
+            await worker.close()
+    except TimeoutError:
+        stacks = io.StringIO()
+        for task in asyncio.all_tasks():
+            task.print_stack(limit=12, file=stacks)
+        said = f"the worker did not stop within {STOP_SECONDS:g} s; its tasks:\n{stacks.getvalue()}"
+        raise AssertionError(said) from None
 
 
 @asynccontextmanager
@@ -212,10 +234,7 @@ async def running_service(settings: Settings) -> AsyncIterator[ServiceHandle]:
         try:
             yield ServiceHandle(base_url, settings, worker)
         finally:
-            worker_task.cancel()
-            with suppress(asyncio.CancelledError):
-                await worker_task
-            await worker.close()
+            await stopped(worker, worker_task)
 
 
 @asynccontextmanager
@@ -224,17 +243,13 @@ async def running_worker(settings: Settings) -> AsyncIterator[Worker]:
     worker = create_worker(settings, handle_signals=False)
     worker_task = asyncio.create_task(worker.async_run())
     try:
-        async with asyncio.timeout(20):
-            while "state" not in worker.ctx:
-                if worker_task.done():
-                    worker_task.result()
-                await asyncio.sleep(0.01)  # arq offers no start event to await
+        # arq offers no start event to await
+        await eventually(lambda: "state" in worker.ctx or worker_task.done(), what="the worker's start-up", timeout=20)
+        if worker_task.done():
+            worker_task.result()
         yield worker
     finally:
-        worker_task.cancel()
-        with suppress(asyncio.CancelledError):
-            await worker_task
-        await worker.close()
+        await stopped(worker, worker_task)
 
 
 async def submit(client: httpx.AsyncClient, calls: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
@@ -247,18 +262,36 @@ async def submit(client: httpx.AsyncClient, calls: list[dict[str, Any]], **optio
 
 async def finished(client: httpx.AsyncClient, batch_id: str, timeout: float = 60) -> dict[str, Any]:
     """Long-poll until the batch is terminal (woken by the service, not by polling here)."""
+
+    async def terminal() -> dict[str, Any] | None:
+        response = await client.get(f"/v1/batches/{batch_id}", params={"wait": 30})
+        assert response.status_code == 200, response.text
+        document: dict[str, Any] = response.json()
+        return document if document["status"] in TERMINAL else None
+
+    # each GET waits for the batch's end, so nothing sits between them
     async with asyncio.timeout(timeout):
-        while True:
-            response = await client.get(f"/v1/batches/{batch_id}", params={"wait": 30})
-            assert response.status_code == 200, response.text
-            document: dict[str, Any] = response.json()
-            if document["status"] in TERMINAL:
-                return document
+        return await eventually(terminal, what=f"batch {batch_id} ended", timeout=timeout, interval=0)
 
 
 async def run_batch(client: httpx.AsyncClient, calls: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
     """Submit a batch and return its final document."""
     return await finished(client, (await submit(client, calls, **options))["id"])
+
+
+async def succeeded(client: httpx.AsyncClient, batch_id: str) -> int:
+    """How many of the batch's items have ended `ok` so far (its document's counts, without results)."""
+    count: int = (await client.get(f"/v1/batches/{batch_id}", params={"limit": 0})).json()["counts"]["succeeded"]
+    return count
+
+
+async def until_succeeded(client: httpx.AsyncClient, batch_id: str, count: int, timeout: float = 30) -> None:
+    """Until `count` of the batch's items have succeeded: partial progress has no event to wait on, so poll."""
+
+    async def progressed() -> bool:
+        return await succeeded(client, batch_id) >= count
+
+    await eventually(progressed, what=f"{count} items of batch {batch_id} succeeded", timeout=timeout)
 
 
 def by_id(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -298,11 +331,13 @@ def worker_processes(
             with log.open("wb") as out:
                 argv = [sys.executable, "-c", "from mcp_batch_cli.commands import main; main()", "worker"]
                 procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=out, env=env))
-        deadline = time.monotonic() + 30
-        while not all("ready for" in log.read_text() for log in logs):
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                raise RuntimeError("workers did not start: " + " | ".join(log.read_text()[-500:] for log in logs))
-            time.sleep(0.05)  # a child process starting: nothing to wait on but its log
+
+        def ready() -> bool:  # a child process starting: nothing to wait on but its log
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError("a worker exited: " + " | ".join(log.read_text()[-500:] for log in logs))
+            return all("ready for" in log.read_text() for log in logs)
+
+        eventually_blocking(ready, what="the workers' start-up lines", timeout=30)
         yield procs
     finally:
         for proc in procs:
@@ -325,14 +360,15 @@ def api_process(settings: Settings, tmp: Path) -> Iterator[str]:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=out, env=env)
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def healthy() -> bool:  # a child process starting: nothing to wait on but its port
+            if proc.poll() is not None:
+                raise RuntimeError("the API exited: " + log.read_text()[-1000:])
             with suppress(httpx.TransportError):
-                if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("the API did not start: " + log.read_text()[-1000:])
-            time.sleep(0.05)  # a child process starting: nothing to wait on but its port
+                return httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200
+            return False
+
+        eventually_blocking(healthy, what="the API process's /healthz", timeout=30)
         yield base_url
     finally:
         proc.terminate()
@@ -362,11 +398,28 @@ async def call_backend(url: str, tool: str, arguments: dict[str, Any] | None = N
         return content["result"] if isinstance(content, dict) and set(content) == {"result"} else content
 
 
+async def until_at_backend(backend: HttpBackendProcess, field: str, count: int, timeout: float = 30) -> None:
+    """Until the backend's `stats` show `count` entries under `field` (`arrivals` of stamps, `tallies`): only the
+    backend knows what reached it."""
+
+    async def reached() -> bool:
+        return len((await call_backend(backend.url, "stats"))[field]) >= count
+
+    await eventually(reached, what=f"{count} {field} at the backend", timeout=timeout)
+
+
+async def not_stored(redis: Any, batch_id: str) -> bool:
+    """Whether the batch's hash is gone from Redis (expired on Redis's own clock, or removed)."""
+    return not await redis.exists(f"mcpb:batch:{batch_id}")
+
+
 async def live_workers(redis: Any, count: int) -> None:
     """Wait until `count` workers have sent a heartbeat (sharding counts the live ones)."""
-    async with asyncio.timeout(30):
-        while await redis.zcard("mcpb:workers") < count:  # noqa: ASYNC110 - heartbeats are the only signal
-            await asyncio.sleep(0.05)
+
+    async def beating() -> bool:
+        return int(await redis.zcard("mcpb:workers")) >= count
+
+    await eventually(beating, what=f"{count} workers' heartbeats")
 
 
 def most_in_window(times: list[float], window: float) -> int:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +25,15 @@ from fastapi.responses import StreamingResponse
 from redis.exceptions import BusyLoadingError, ConnectionError
 
 from mcp_batch.keys import Keys
-from mcp_batch.ops.outage import with_redis_retry
 from mcp_batch.settings import Settings
+from mcp_batch.store.outage import with_redis_retry
 from service.http_errors import install_error_handlers
 from service.middleware import StorageUnavailable
+from tests.redis_server import APPEND_ALWAYS, RedisServer
 from tests.support import (
     HttpBackendProcess,
     call_backend,
+    eventually,
     finished,
     free_port,
     run_batch,
@@ -47,61 +48,11 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 UNAVAILABLE = {"detail": "storage unavailable, try again shortly"}
 
 
-class RedisServer:
-    """A redis-server of the test's own: its own port and directory, append-only, every write fsynced before the
-    reply (`appendfsync always`), so even a SIGKILL loses nothing a client was told is written."""
-
-    def __init__(self, directory: Path) -> None:
-        directory.mkdir()
-        self.directory = directory
-        self.port = free_port()
-        self.output: list[str] = []
-        self._process: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task[None] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    async def start(self) -> None:
-        """Start it (again: same port, same directory, so it replays its append-only file); return once it has
-        loaded its data and accepts commands."""
-        argv = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory), "--save", ""]
-        argv += ["--appendonly", "yes", "--appendfsync", "always"]
-        process = await asyncio.create_subprocess_exec(
-            "redis-server", *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
-        assert process.stdout is not None
-        self._process = process
-        async with asyncio.timeout(20):
-            async for line in process.stdout:  # Redis logs this once its data is loaded
-                self.output.append(line.decode())
-                if b"Ready to accept connections" in line:
-                    break
-            else:
-                raise RuntimeError("redis-server exited:\n" + "".join(self.output[-20:]))
-        self._reader = asyncio.create_task(self._read_on(process.stdout))  # a full pipe would block Redis
-
-    async def stop(self, how: signal.Signals = signal.SIGTERM) -> None:
-        """SIGTERM: Redis flushes its append-only file and exits. SIGKILL: a crash."""
-        if self._process is None or self._process.returncode is not None:
-            return
-        self._process.send_signal(how)
-        async with asyncio.timeout(20):
-            await self._process.wait()
-            if self._reader is not None:
-                await self._reader
-
-    async def _read_on(self, stream: asyncio.StreamReader) -> None:
-        async for line in stream:
-            self.output.append(line.decode())
-
-
 @pytest.fixture
 async def redis_server(tmp_path: Path) -> AsyncIterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("needs a redis-server executable to start, stop and restart")
-    server = RedisServer(tmp_path / "redis")
+    """A Redis of the test's own, every write fsynced before the reply (`appendfsync always`), so even a SIGKILL
+    loses nothing a client was told is written."""
+    server = RedisServer(tmp_path / "redis", APPEND_ALWAYS)
     await server.start()
     yield server
     await server.stop(signal.SIGKILL)
@@ -111,13 +62,6 @@ def settings_for(server: RedisServer, tmp_path: Path, servers: dict[str, Any]) -
     path = tmp_path / "servers.json"
     path.write_text(json.dumps({"mcpServers": servers}))
     return Settings(redis_url=server.url, servers=path, auth="none")
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 30) -> None:
-    """Wait for a condition that only Redis or the API can tell, polling: there is no event to wait on."""
-    async with asyncio.timeout(timeout):
-        while not await check():  # noqa: ASYNC110 - the state is in Redis or behind HTTP
-            await asyncio.sleep(0.02)
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
@@ -141,7 +85,7 @@ async def test_a_batch_runs_through_a_redis_restart_with_every_result_recorded_o
         async def a_quarter_done() -> bool:
             return int(await redis.llen(finished_key)) >= 50
 
-        await until(a_quarter_done)
+        await eventually(a_quarter_done, what="a quarter of the batch finished")
         await redis_server.stop(how)
         assert (await client.get("/healthz")).status_code == 503
         await asyncio.sleep(1.5)  # the outage itself: lanes finish their calls meanwhile and hold the results
@@ -168,6 +112,7 @@ async def test_a_batch_runs_through_a_redis_restart_with_every_result_recorded_o
     assert len(stats["arrivals"]) == sum(call is stamp for call in calls)  # and was called exactly once
 
 
+@pytest.mark.serial  # its assertion is a duration
 async def test_while_redis_is_down_the_api_answers_503_and_api_and_worker_recover_by_themselves(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -229,9 +174,7 @@ async def test_a_stream_that_loses_redis_midway_is_cut_short_without_a_traceback
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
     task = asyncio.create_task(server.serve())
     try:
-        async with asyncio.timeout(20):
-            while not server.started:  # noqa: ASYNC110 - uvicorn offers no start event to await
-                await asyncio.sleep(0.01)
+        await eventually(lambda: server.started, what="uvicorn started", timeout=20)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
             with pytest.raises(httpx.RemoteProtocolError):  # an incomplete body, never one that looks whole
                 async with client.stream("GET", "/lines") as response:
@@ -256,6 +199,7 @@ async def test_a_redis_call_is_retried_through_an_outage_and_a_loading_redis() -
     assert not failures
 
 
+@pytest.mark.serial  # its assertion is a duration
 async def test_a_redis_call_gives_up_once_the_outage_lasts_too_long() -> None:
     attempts = 0
 

@@ -6,6 +6,7 @@ Outside CI a machine without npm skips these tests, saying why; in CI (`CI` set)
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -33,8 +34,13 @@ def everything_command() -> str:
             pytest.fail("npm is needed for the tests against server-everything")
         pytest.skip("npm is not installed: the tests against server-everything need it")
     _cache().mkdir(parents=True, exist_ok=True)
-    argv = [npm, "install", "--no-audit", "--no-fund", "--silent", f"{EVERYTHING}@{EVERYTHING_VERSION}"]
-    done = subprocess.run(argv, cwd=_cache(), capture_output=True, text=True, timeout=600, check=False)
+    # Parallel test workers may all get here first: one installs, the others wait for it and find the binary.
+    with (_cache() / ".install-lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.exists():
+            return str(binary)
+        argv = [npm, "install", "--no-audit", "--no-fund", "--silent", f"{EVERYTHING}@{EVERYTHING_VERSION}"]
+        done = subprocess.run(argv, cwd=_cache(), capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0 or not binary.exists():
         message = f"could not install {EVERYTHING}: {done.stderr.strip()[-500:]}"
         if os.environ.get("CI"):

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mcp_types import SERVER_INFO_META_KEY
+from mcp_types import SERVER_INFO_META_KEY, CallToolResult
 
 from mcp_batch import records
 from mcp_batch.contract.checks import check_call, check_tool
@@ -23,8 +23,8 @@ from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, Bac
 from mcp_batch.models import ItemStatus
 from mcp_batch.records import ErrorInfo, ItemRecord, error_info
 from mcp_batch.store.claims import Claim
-from worker import worker_metrics as metrics
-from worker.gate import LimitWait
+from worker import metrics
+from worker.admission import LimitWait
 from worker.sessions import BackendSession, SessionPool
 
 logger = logging.getLogger(__name__)
@@ -61,99 +61,133 @@ async def _open(pool: SessionPool, server: str) -> BackendSession | ErrorInfo:
         return error_info("backend_unavailable", msg, "backend")
 
 
+class _Call:
+    """One item's call as it goes: when it started, the sends and waits so far, and its record once it ends."""
+
+    def __init__(self, claim: Claim, build: records.Builder) -> None:
+        self.claim, self._build = claim, build
+        self.started, self.clock = time.time(), time.monotonic()
+        self.attempts: int | None = None  # None until the gate is reached: nothing was sent
+        self.waited: float | None = None
+        self.connecting: float | None = None  # set when the item waited for its backend's session to open
+
+    def done(self, status: ItemStatus, error: ErrorInfo | None = None, **result: Any) -> ItemRecord:
+        return self._build(
+            status,
+            started=self.started,
+            error=error,
+            elapsed_seconds=round(time.monotonic() - self.clock, 6),
+            attempts=self.attempts,
+            rate_wait_seconds=self.waited,
+            connect_seconds=self.connecting,
+            recovered=self.claim.recovered,
+            **result,
+        )
+
+
 async def run_call(
     pool: SessionPool,
     claim: Claim,
-    worker: str,
+    build: records.Builder,
     read_only: bool = True,
     dispatched: Callable[[], None] | None = None,
     share: tuple[str, float] | None = None,
 ) -> ItemRecord:
-    """Run one item and return its result record; never raises for a failure of the call itself.
+    """Run one item and return its result record (`build`: the item's record builder); never raises for a failure
+    of the call itself.
 
     `dispatched` is called just before the request is sent (from then on the call may have reached its backend);
     `share` (tenant, fraction) holds the call to its tenant's share of the backend's rate limit.
     A recovered claim (its first worker stopped mid-call) runs again only for a read-only or idempotent tool."""
-    started = time.time()
-    clock = time.monotonic()
-    attempts: int | None = None  # None until the gate is reached: nothing was sent
-    waited: float | None = None
-    connecting: float | None = None  # set when the item waited for its backend's session to open
-
-    def done(status: ItemStatus, error: ErrorInfo | None = None, **result: Any) -> ItemRecord:
-        return records.record(
-            status,
-            started=started,
-            worker=worker,
-            error=error,
-            elapsed_seconds=round(time.monotonic() - clock, 6),
-            attempts=attempts,
-            rate_wait_seconds=waited,
-            connect_seconds=connecting,
-            recovered=claim.recovered,
-            **result,
-        )
-
-    refusal = check_call(claim.server, claim.tool, claim.arguments, pool.registry.get(claim.server), pool.bounds)
-    if refusal is not None:
-        return done(refusal.status, refusal.error())
-    opening = None if pool.ready(claim.server) else time.monotonic()
-    session = await _open(pool, claim.server)
-    if opening is not None:
-        connecting = round(time.monotonic() - opening, 6)
+    call = _Call(claim, build)
+    session = await _ready(pool, call, read_only)
     if not isinstance(session, BackendSession):
-        return done(ItemStatus.error, session)
-    refusal = check_tool(claim.server, claim.tool, claim.arguments, session.backend, session.tools, read_only)
-    if refusal is not None:
-        return done(refusal.status, refusal.error())
-    timeout = claim.timeout_seconds or session.call_timeout
+        return session
     annotations = session.tools[claim.tool].annotations or {}
-    retryable = bool(annotations.get("readOnlyHint") or annotations.get("idempotentHint"))
-    if claim.recovered and not (retryable or claim.tool in session.backend.read_only_tools):
+    repeatable = bool(annotations.get("readOnlyHint") or annotations.get("idempotentHint"))
+    repeatable = repeatable or claim.tool in session.backend.read_only_tools
+    if claim.recovered and not repeatable:
         msg = (
             f"the worker running {claim.tool!r} stopped while the call was in flight; it may or may not have "
             "run, and it is not run again because the tool is not annotated readOnlyHint or idempotentHint"
         )
-        return done(ItemStatus.interrupted, error_info("interrupted", msg, "batch"))
-    attempts, waited = 0, 0.0
-    if pool.disk_wait is not None and not (retryable or claim.tool in session.backend.read_only_tools):
+        return call.done(ItemStatus.interrupted, error_info("interrupted", msg, "batch"))
+    call.attempts, call.waited = 0, 0.0
+    if pool.disk_wait is not None and not repeatable:
         await pool.disk_wait()  # the claim on disk first: a Redis host crash cannot make this write run twice
+    result = await _send(pool, call, session, repeatable, dispatched, share)
+    return _answered(call, result) if isinstance(result, CallToolResult) else result
+
+
+async def _ready(pool: SessionPool, call: _Call, read_only: bool) -> BackendSession | ItemRecord:
+    """The session to send the call on, or the record of why it is not sent: a per-call check, no session, a tool
+    the backend does not list or policy refuses."""
+    claim = call.claim
+    refusal = check_call(claim.server, claim.tool, claim.arguments, pool.registry.get(claim.server), pool.bounds)
+    if refusal is not None:
+        return call.done(refusal.status, refusal.error())
+    opening = None if pool.ready(claim.server) else time.monotonic()
+    session = await _open(pool, claim.server)
+    if opening is not None:
+        call.connecting = round(time.monotonic() - opening, 6)
+    if not isinstance(session, BackendSession):
+        return call.done(ItemStatus.error, session)
+    refusal = check_tool(claim.server, claim.tool, claim.arguments, session.backend, session.tools, read_only)
+    return call.done(refusal.status, refusal.error()) if refusal is not None else session
+
+
+async def _send(
+    pool: SessionPool,
+    call: _Call,
+    session: BackendSession,
+    repeatable: bool,
+    dispatched: Callable[[], None] | None,
+    share: tuple[str, float] | None,
+) -> CallToolResult | ItemRecord:
+    """The backend's answer, once admitted under its limits (a transient failure of a repeatable call sent again
+    after a backoff), or the record of the failure that ended it."""
+    claim, attempts = call.claim, 0
+    timeout = claim.timeout_seconds or session.call_timeout
     while True:
         try:
             async with pool.gate.admit(
                 claim.server, session.backend, pool.max_limit_wait, timeout + _LEASE_MARGIN, share
             ) as gate:
-                waited = round(waited + gate.waited, 6)
-                attempts += 1  # counted when sent: a call the gate turns away was never sent
-                clock = time.monotonic()  # elapsed_seconds is the backend call alone
+                call.waited = round((call.waited or 0.0) + gate.waited, 6)
+                attempts = call.attempts = attempts + 1  # counted when sent: a call the gate turns away never was
+                call.clock = time.monotonic()  # elapsed_seconds is the backend call alone
                 if dispatched is not None:
                     dispatched()
-                result = await session.call(claim.tool, claim.arguments, timeout)
+                return await session.call(claim.tool, claim.arguments, timeout)
         except LimitWait as exc:
             details = {"wait_seconds": round(exc.wait, 3), "max_wait_seconds": pool.max_limit_wait}
-            return done(ItemStatus.error, error_info("rate_limited", str(exc), "rate_limit", **details))
+            return call.done(ItemStatus.error, error_info("rate_limited", str(exc), "rate_limit", **details))
         except BackendTimeout as exc:  # never repeated: a slow backend given the call again gets twice the load
-            return done(ItemStatus.timeout, error_info(exc.code, str(exc), "timeout", timeout_seconds=timeout))
+            return call.done(ItemStatus.timeout, error_info(exc.code, str(exc), "timeout", timeout_seconds=timeout))
         except BackendError as exc:
             if isinstance(exc, BackendThrottled):  # every worker holds back; the gate keeps this call out until then
                 await pool.gate.refused(claim.server, exc.retry_after or _DEFAULT_PAUSE)
-            if not (exc.transient and retryable and attempts < pool.max_attempts):
-                return done(ItemStatus.error, _failure(exc, attempts))
+            if not (exc.transient and repeatable and attempts < pool.max_attempts):
+                return call.done(ItemStatus.error, _failure(exc, attempts))
             metrics.retried(claim.server, exc)
             await asyncio.sleep(backoff(attempts, pool.retry_base, pool.retry_max))
             reopened = await _open(pool, claim.server)  # a broken session was closed: this opens a fresh one
             if not isinstance(reopened, BackendSession):
-                return done(ItemStatus.error, {**reopened, "details": {"attempts": attempts}})
+                return call.done(ItemStatus.error, {**reopened, "details": {"attempts": attempts}})
             session = reopened
-            continue
-        break
+
+
+def _answered(call: _Call, result: CallToolResult) -> ItemRecord:
+    """The record of the backend's answer: its content and structured content, its own metadata, and for an
+    `isError` answer the tool's own words (any argument it repeats masked)."""
     content = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
     fields = {"content": content, "structured_content": result.structured_content, "is_error": result.is_error}
     # The tool's runtime metadata; the protocol's stamp of the server's identity is the item's `server` already.
     meta = {key: value for key, value in (result.meta or {}).items() if key != SERVER_INFO_META_KEY}
     if meta:
         fields["meta"] = meta
-    if result.is_error:  # the tool's own words, as it gave them in its content
-        msg = records.tool_message(content, claim.arguments) or f"tool {claim.tool!r} reported an error without text"
-        return done(ItemStatus.error, error_info("tool_error", msg, "tool"), **fields)
-    return done(ItemStatus.ok, **fields)
+    if result.is_error:
+        tool = call.claim.tool
+        msg = records.tool_message(content, call.claim.arguments) or f"tool {tool!r} reported an error without text"
+        return call.done(ItemStatus.error, error_info("tool_error", msg, "tool"), **fields)
+    return call.done(ItemStatus.ok, **fields)

@@ -12,9 +12,9 @@ from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
-from worker.cursor_calls import CursorPages
+from worker.metrics import WorkerMetrics
 from worker.sessions import SessionPool
-from worker.worker_metrics import WorkerMetrics
+from worker.stored_pages import CursorPages
 
 STATE = "state"  # the ctx key
 

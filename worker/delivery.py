@@ -22,6 +22,8 @@ from contextlib import suppress
 import httpx
 from redis.exceptions import RedisError
 
+from mcp_batch import webhook_urls
+from mcp_batch.contract import document
 from mcp_batch.contract import webhook_policy as webhooks
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import WebhookStatus
@@ -118,8 +120,9 @@ class Sender:
 
     async def _post(self, attempt: Attempt, secret: str) -> int:
         """POST the summary to the address the host resolved to (checked); the answer's status code."""
-        body = webhooks.summary(await self.store.reads.document(attempt.batch_id, limit=0))
-        target = webhooks.parse(attempt.url)
+        found, _ = document.page(attempt.batch_id, await self.store.reads.page(attempt.batch_id, limit=0))
+        body = webhooks.summary(found)
+        target = webhook_urls.parse(attempt.url)
         address = await self._resolve(target)
         url = httpx.URL(attempt.url)
         headers = webhooks.headers(secret, body, attempt.batch_id, int(time.time()))
@@ -132,7 +135,7 @@ class Sender:
         await response.aclose()
         return response.status_code
 
-    async def _resolve(self, target: webhooks.Target) -> str:
+    async def _resolve(self, target: webhook_urls.Target) -> str:
         infos = await asyncio.get_running_loop().getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
         addresses = [str(info[4][0]) for info in infos]
         if not addresses:

@@ -10,7 +10,7 @@ import os
 import signal
 import socket
 from contextlib import ExitStack, suppress
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from arq import func
@@ -23,22 +23,23 @@ from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.checks import Bounds
+from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.keys import Keys
 from mcp_batch.ops import durability, logs, tracing
-from mcp_batch.ops.outage import redis_retried
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
-from mcp_batch.store.cursor_key import load_cursor_key
+from mcp_batch.store.cursor_secret import cursor_secret
+from mcp_batch.store.outage import redis_retried
 from mcp_batch.store.overview import Heartbeat
-from worker import worker_metrics as metrics
+from worker import metrics
+from worker.admission import Gate
 from worker.context import STATE, WorkerState
-from worker.cursor_calls import CursorPages
 from worker.delivery import deliver_forever
-from worker.gate import Gate
 from worker.recovery import recover_forever
 from worker.sessions import SessionPool
+from worker.stored_pages import CursorPages
 from worker.tasks import run_batch
 
 logger = logging.getLogger(__name__)
@@ -65,13 +66,7 @@ async def startup(ctx: dict[str, Any]) -> None:
         gate = Gate(RateLimiter(redis, keys), LeaseSemaphore(redis, keys), released, settings.redis_outage_seconds)
     else:
         gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released, settings.redis_outage_seconds)
-    store = Store(
-        redis,
-        keys,
-        settings.retention_seconds,
-        lease_seconds=settings.lease_seconds,
-        outage_seconds=settings.redis_outage_seconds,
-    )
+    store = Store.from_settings(redis, settings)
     pool = SessionPool(
         registry,
         catalog,
@@ -92,7 +87,8 @@ async def startup(ctx: dict[str, Any]) -> None:
     if persistence.waits_for_disk:  # a write is sent only once its claim is on disk
         pool.disk_wait = partial(durability.wait_for_disk, redis, keys.durability_probe)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
-    pages = CursorPages(store, await load_cursor_key(redis, keys, settings.cursor_secret), settings.response_max_bytes)
+    cursors = CursorKey(await cursor_secret(redis, keys, settings.cursor_secret))
+    pages = CursorPages(store, cursors, settings.response_max_bytes)
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)
     heartbeat = Heartbeat(redis, keys, worker_id)
     await heartbeat.beat()  # live (and counted by /readyz) before the first job
@@ -124,12 +120,17 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         loop.cancel()
         with suppress(asyncio.CancelledError):
             await loop
-    await found.redis.zrem(found.keys.workers, found.worker_id)
-    await found.metrics.close()
-    await found.pool.close()
-    for listener in (found.released, found.cancels, found.done):
-        await listener.stop()
-    tracing.flush()
+    try:
+        # Best effort: a worker stopping in a Redis outage still closes its sessions (their processes) below, and
+        # its heartbeat ages out of the set by itself.
+        with suppress(RedisError, OSError):
+            await found.redis.zrem(found.keys.workers, found.worker_id)
+    finally:
+        await found.metrics.close()
+        await found.pool.close()
+        for listener in (found.released, found.cancels, found.done):
+            await listener.stop()
+        tracing.flush()
 
 
 class Worker(ArqWorker):
@@ -214,37 +215,40 @@ class Worker(ArqWorker):
         await super().close()
 
 
-def create_worker(settings: Settings | None = None, **overrides: Any) -> Worker:
-    """A worker for these settings; `overrides` go to arq's Worker (tests pass handle_signals=False, burst...)."""
-    settings = settings or get_settings()
-    keys = Keys(settings.key_prefix)
-    options: dict[str, Any] = {
-        "functions": [
-            func(run_batch, name="run_batch", keep_result=0, max_tries=1, timeout=settings.job_timeout_seconds)
-        ],
+def arq_options(settings: Settings) -> dict[str, Any]:
+    """What arq's Worker is given for these settings: the shard job, start-up and shut-down, the queue, Redis."""
+    job = func(run_batch, name="run_batch", keep_result=0, max_tries=1, timeout=settings.job_timeout_seconds)
+    return {
+        "functions": [job],
         "on_startup": startup,
         "on_shutdown": shutdown,
-        "queue_name": keys.queue,
+        "queue_name": Keys(settings.key_prefix).queue,
         "redis_settings": RedisSettings.from_dsn(settings.redis_url),
         "max_jobs": settings.worker_max_jobs,
         "ctx": {"settings": settings},
         "keep_result": 0,
     }
-    options.update(overrides)
-    return Worker(
-        wake_channel=keys.wake_channel,
-        idle_poll_seconds=settings.worker_idle_poll_seconds,
-        **options,
-    )
 
 
-class WorkerSettings:
-    """For `arq worker.main.WorkerSettings`; `mcp-batch worker` is the same worker with the wake-up poll."""
+def create_worker(settings: Settings | None = None, **overrides: Any) -> Worker:
+    """A worker for these settings; `overrides` go to arq's Worker (tests pass handle_signals=False, burst...)."""
+    settings = settings or get_settings()
+    wake_channel = Keys(settings.key_prefix).wake_channel
+    options = arq_options(settings) | overrides
+    return Worker(wake_channel=wake_channel, idle_poll_seconds=settings.worker_idle_poll_seconds, **options)
 
-    functions = [
-        func(run_batch, name="run_batch", keep_result=0, max_tries=1, timeout=get_settings().job_timeout_seconds)
-    ]
-    on_startup = startup
-    on_shutdown = shutdown
-    queue_name = Keys(get_settings().key_prefix).queue
-    redis_settings = RedisSettings.from_dsn(get_settings().redis_url)
+
+_WORKER_SETTINGS_DOC = """For `arq worker.main.WorkerSettings`: arq's plain settings class, made from the environment's
+settings when arq asks for it (importing this module reads none); `mcp-batch worker` is the same worker with the
+wake-up poll."""
+
+
+@cache
+def _worker_settings() -> type:
+    return type("WorkerSettings", (), {"__doc__": _WORKER_SETTINGS_DOC, **arq_options(get_settings())})
+
+
+def __getattr__(name: str) -> Any:
+    if name == "WorkerSettings":  # looked up on the module by arq's command line
+        return _worker_settings()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,7 @@ import logging
 from redis.exceptions import RedisError
 
 from mcp_batch import shards
-from worker import worker_metrics as metrics
+from worker import metrics
 from worker.context import WorkerState
 
 logger = logging.getLogger(__name__)

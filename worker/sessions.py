@@ -15,7 +15,7 @@ from typing import Any
 
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, CallToolResult
 
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.connect import HttpOutcome, connect, http_outcome, list_tools
@@ -24,7 +24,7 @@ from mcp_batch.backends.servers_file import Backend, Registry
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
 from mcp_batch.models import ToolInfo
-from worker.gate import Gate
+from worker.admission import Gate
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class BackendSession:
     def alive(self) -> bool:
         return self.client is not None and not self._closing.is_set()
 
-    async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
+    async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> CallToolResult:
         """Call a tool; BackendTimeout past `timeout`, BackendError when the session broke."""
         client = self.client
         if client is None:  # another call broke it since this one was handed the session

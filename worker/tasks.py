@@ -27,15 +27,15 @@ from mcp_batch.records import ItemRecord, error_info
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
 from mcp_batch.store.claims import Claim
-from worker import worker_metrics as metrics
+from worker import metrics
 from worker.calls import run_call
 from worker.context import WorkerState
 from worker.context import state as worker_state
-from worker.cursor_calls import CursorPages
 from worker.feeder import Feeder, reads_ahead
 from worker.item_refs import BatchReferences
 from worker.recovery import requeue
 from worker.sessions import SessionPool
+from worker.stored_pages import CursorPages
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class _Shard:
                 current = lane.timeout.when()
                 lane.timeout.reschedule(when if current is None or when is None else min(current, when))
 
-    def cut_record(self, lane: _Lane, worker: str) -> ItemRecord | None:
+    def cut_record(self, lane: _Lane, build: records.Builder) -> ItemRecord | None:
         """The record of a call cut short; None when it is handed back to another worker instead."""
         if self.meta.deadline_at is not None and time.time() >= self.meta.deadline_at:
             status, code, what = ItemStatus.expired, "deadline_exceeded", "the batch's deadline passed"
@@ -101,8 +101,7 @@ class _Shard:
         recovered = lane.claim is not None and lane.claim.recovered
         if recovered and not lane.dispatched:  # not sent here, but maybe by the worker that stopped holding it
             phase = "before the call was sent again (the worker first running it stopped mid-call: it may have run)"
-        error = error_info(code, f"{what} {phase}", "batch")
-        return records.record(status, worker=worker, error=error, recovered=recovered)
+        return build(status, error=error_info(code, f"{what} {phase}", "batch"), recovered=recovered)
 
 
 async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0, generation: int = 0) -> None:
@@ -166,7 +165,7 @@ async def _lane(
             return
         lane.claim, lane.dispatched = claim, False
         logs.bind(item_id=claim.id, index=claim.index, server=claim.server)
-        queued = round(time.time() - created_at, 6)
+        build = records.builder(worker_id, round(time.time() - created_at, 6))
 
         def dispatched(lane: _Lane = lane) -> None:
             if run.reason is not None:  # cut between its timer and here: it must not be sent now
@@ -177,18 +176,17 @@ async def _lane(
             async with asyncio.timeout_at(run.when(lane)) as timeout:
                 lane.timeout = timeout
                 with tracing.item_span(batch_id, claim) as span:  # current while the SDK sends the call
-                    record = await _run_item(pool, references, claim, worker_id, run.meta, dispatched, state.pages)
+                    record = await _run_item(pool, references, claim, build, run.meta, dispatched, state.pages)
                     tracing.item_finished(span, record)
         except (TimeoutError, _NotSent) as exc:
             if isinstance(exc, TimeoutError) and not timeout.expired():
                 raise
-            cut = run.cut_record(lane, worker_id)
+            cut = run.cut_record(lane, build)
             if cut is None:
                 return  # handed back: recorded by whoever runs it next
             record = cut
         finally:
             lane.timeout = None
-        record["queued_seconds"] = queued
         record = budget.cap_stored(record, max_bytes)  # every record passes here
         metrics.item_finished(claim.server, record["status"])
         references.finished(claim.index, record)
@@ -200,7 +198,7 @@ async def _run_item(
     pool: SessionPool,
     references: BatchReferences,
     claim: Claim,
-    worker_id: str,
+    build: records.Builder,
     meta: BatchMeta,
     dispatched: Callable[[], None],
     pages: CursorPages,
@@ -208,18 +206,16 @@ async def _run_item(
     share = None if meta.rate_share is None else (meta.tenant, meta.rate_share)
     try:
         if claim.cursor is not None:  # a page of an earlier item: the backend is not called
-            return await pages.answer(claim, meta.tenant, worker_id)
+            return await pages.answer(claim, meta.tenant, build)
         prepared = await references.prepare(claim)
         if isinstance(prepared, Claim):
-            return await run_call(pool, prepared, worker_id, meta.read_only, dispatched, share)
-        return records.record(prepared.status, worker=worker_id, error=prepared.error, attempts=0)  # nothing ran
+            return await run_call(pool, prepared, build, meta.read_only, dispatched, share)
+        return build(prepared.status, error=prepared.error, attempts=0)  # nothing ran
     except _NotSent:
         raise
     except Exception as exc:  # a bug must not leave the item running forever; its message may quote an argument
         logger.error("item %d failed inside the worker: %s", claim.index, logs.stack_only(exc))
-        return records.record(
-            ItemStatus.error, worker=worker_id, error=error_info("internal_error", "the worker failed", "internal")
-        )
+        return build(ItemStatus.error, error=error_info("internal_error", "the worker failed", "internal"))
 
 
 async def _renew(store: Store, batch_id: str, job: str, every: float, run: _Shard) -> None:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mcp_batch.backends.failures import describe
 from mcp_batch.backends.servers_file import Backend, HttpBackend
@@ -22,6 +21,7 @@ from mcp_batch.errors import BackendError, BackendUnauthenticated, MCPBatchError
 from mcp_batch.models import ToolInfo
 
 _MAX_TOOL_PAGES = 100  # a paginator that never ends cannot hang start-up
+_LISTED = {"name", "title", "description", "input_schema", "output_schema"}  # a tool's fields kept, as they are
 
 
 @dataclass
@@ -67,7 +67,7 @@ async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
     try:
         async with AsyncExitStack() as stack:
             if isinstance(backend, HttpBackend):
-                http = create_mcp_http_client(
+                http = httpx2.AsyncClient(  # as the SDK's transports make theirs: redirects not followed
                     headers={k: v.get_secret_value() for k, v in backend.headers.items()},
                     timeout=httpx2.Timeout(timeout, read=max(timeout, 300.0)),
                 )
@@ -112,16 +112,7 @@ async def list_tools(client: Client) -> list[ToolInfo]:
         page = await client.list_tools(cursor=cursor)
         for tool in page.tools:
             annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
-            tools.append(
-                ToolInfo(
-                    name=tool.name,
-                    title=tool.title,
-                    description=tool.description,
-                    input_schema=tool.input_schema,
-                    output_schema=tool.output_schema,
-                    annotations=annotations,
-                )
-            )
+            tools.append(ToolInfo(**tool.model_dump(include=_LISTED), annotations=annotations))
         cursor = page.next_cursor
         if cursor is None:
             break

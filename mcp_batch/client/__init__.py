@@ -11,7 +11,7 @@ models (mcp_batch.models) for what goes in and comes out, and a small tree of ex
 """
 
 from mcp_batch.client.async_client import AsyncClient, AsyncResultStream
-from mcp_batch.client.client_errors import (
+from mcp_batch.client.errors import (
     ClientError,
     Conflict,
     Forbidden,

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 
 import mcp_batch.client.wire as wire
-from mcp_batch.client.client_errors import Unavailable
+from mcp_batch.client.errors import Unavailable
 from mcp_batch.client.wire import BatchInput, Event
 from mcp_batch.models import (
     TERMINAL_BATCH,

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import ValidationError
 
-from mcp_batch.client.client_errors import (
+from mcp_batch.client.errors import (
     InvalidRequest,
     NotFound,
     Problem,
@@ -23,8 +23,8 @@ from mcp_batch.client.client_errors import (
     Unreachable,
     service_error,
 )
-from mcp_batch.contract.retry_settings import RetryRequest
 from mcp_batch.models import BatchRequest, Call
+from mcp_batch.retry_request import RetryRequest
 
 DEFAULT_TIMEOUT = 30.0
 MAX_WAIT = 60.0  # the API's bound on ?wait=

@@ -1,14 +1,14 @@
-"""Assembling the batch document from what the store read: pure functions over typed rows and stored records.
+"""Rendering what the store read: the batch document and its items, pure functions over typed rows and stored
+records (store/reads.py hands them over as plain data).
 
 An item's state is derived: a result record means finished; an index below the claim cursor without one means
 running; above it pending. Once the batch halts (`halt`: stop, cancel, expire) the items never run take the
 matching status, and once it has ended every item without a record has it.
 
 An item's `seq` is its place in finish order, stored with its record. Once the batch has ended, the items that never
-finished take theirs after every finished one: first those never claimed, in index order, then those claimed but
-never finished (`BatchRow.orphaned`). So every item of an ended batch has exactly one seq, 1 to `total`. Of those
-claimed but never finished, one a stopped worker had in flight (`BatchRow.lost`) carries an `interrupted` error: it may
-have run.
+finished take theirs after every finished one (`BatchRow.unrun_seq`), so every item of an ended batch has exactly
+one seq, 1 to `total`. Of those claimed but never finished, one a stopped worker had in flight (`BatchRow.lost`)
+carries an `interrupted` error: it may have run.
 """
 
 from __future__ import annotations
@@ -28,27 +28,31 @@ from mcp_batch.models import (
 )
 from mcp_batch.records import error_info, iso
 from mcp_batch.store.batch_row import LIMITS, BatchRow
+from mcp_batch.store.reads import Ended, ItemRead, PageRead
 
 # What an item that never ran becomes when its batch halts for this reason.
 HALTED = {"stop": ItemStatus.skipped, "cancel": ItemStatus.cancelled, "expire": ItemStatus.expired}
 
 
-def unrun_seq(row: BatchRow, index: int) -> int | None:
-    """The seq of an item that has no record, once its batch has ended (None before, or if it cannot have one)."""
-    if row.status not in TERMINAL_BATCH:
-        return None
-    if index >= row.claimed:
-        return row.finished + index - row.claimed + 1
-    if index in row.orphaned:
-        return row.finished + row.total - row.claimed + row.orphaned.index(index) + 1
-    return None
+def page(batch_id: str, read: PageRead) -> tuple[BatchDocument, list[PlainItem]]:
+    """A page of the document: the document (its `results` left for the caller to fill) and the page's items."""
+    items = page_items(read.row, read.heads, read.records)
+    return summary(batch_id, read.row, read.offset, len(items), read.failed), items
 
 
-def unrun_index(row: BatchRow, seq: int) -> int:
-    """The index of the item with this seq among those that never finished (seq past `row.finished`)."""
-    rank = seq - row.finished - 1
-    never_claimed = row.total - row.claimed
-    return row.claimed + rank if rank < never_claimed else row.orphaned[rank - never_claimed]
+def item(read: ItemRead) -> PlainItem:
+    """One item, whole."""
+    (found,) = page_items(read.row, [read.head], {} if read.record is None else {read.head["index"]: read.record})
+    return found
+
+
+def in_finish_order(row: BatchRow, ended: list[Ended]) -> list[PlainItem]:
+    """Items read in finish order, each with its seq: finished ones from their records, the others as the ended
+    batch leaves them."""
+    return [
+        unrun_item(found.head, row) if found.record is None else plain_items.stored(found.head, found.record, found.seq)
+        for found in ended
+    ]
 
 
 # Why a call a stopped worker had in flight never finished, by the batch's halt.
@@ -80,7 +84,7 @@ def unrun_item(head: Mapping[str, Any], row: BatchRow) -> PlainItem:
     """An item of an ended batch that never finished (`head`: its call's index, id, server, tool), as the document
     shows it."""
     status = HALTED.get(row.halt or "", ItemStatus.pending)
-    return _unrun(head, row, status.value, unrun_seq(row, head["index"]))
+    return _unrun(head, row, status.value, row.unrun_seq(head["index"]))
 
 
 def page_items(row: BatchRow, heads: list[dict[str, Any]], records: Mapping[int, bytes]) -> list[PlainItem]:
@@ -97,7 +101,7 @@ def page_items(row: BatchRow, heads: list[dict[str, Any]], records: Mapping[int,
         elif index < claimed and not ended:
             items.append(plain_items.item({**head, "status": ItemStatus.running.value}))
         elif ended:
-            items.append(_unrun(head, row, rest, unrun_seq(row, index)))
+            items.append(_unrun(head, row, rest, row.unrun_seq(index)))
         else:
             items.append(plain_items.item({**head, "status": rest}))
     return items

@@ -1,10 +1,5 @@
-"""A retry's settings: each of the retried batch's, kept, unless the retry's body sets it; and which batch each came
-from. Pure functions over the stored row.
-
-The settings are the submit's own fields (every field of `BatchRequest` but `calls`) and `timeout_seconds`, which a
-retry's body may set for every retried call at once (left out, each call keeps its own). `RetryRequest` is made from
-`BatchRequest`'s fields, so a setting added there can be set on a retry with the same bounds; `kept` fails the
-retry tests until it keeps it too.
+"""A retry's settings: each of the retried batch's, kept, unless the retry's body sets it (mcp_batch/retry_request.py
+names them); and which batch each came from. Pure functions over the stored row.
 
 Which batch a setting came from: a retry stores, for each setting it kept, the batch the retried batch had it from
 (`settings_from`); a setting its body set came from the retry itself. A batch that is not a retry has each from
@@ -13,52 +8,12 @@ itself.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, create_model
-from pydantic.fields import FieldInfo
-
-from mcp_batch.models import MAX_DEADLINE_SECONDS, BatchRequest, Call
+from mcp_batch.models import MAX_DEADLINE_SECONDS
+from mcp_batch.retry_request import SETTINGS, TIMEOUT
 from mcp_batch.store.batch_row import BatchRow
-
-TIMEOUT = "timeout_seconds"
-SETTINGS: tuple[str, ...] = (*(name for name in BatchRequest.model_fields if name != "calls"), TIMEOUT)
-
-
-def _optional(field: FieldInfo, description: str | None = None) -> tuple[Any, FieldInfo]:
-    """The field as a retry takes it: left out by default (kept), with the submit's type and bounds when given."""
-    taken = copy.copy(field)
-    taken.default, taken.default_factory = None, None
-    if description is not None:
-        taken.description = description
-    return field.annotation, taken
-
-
-_TIMEOUT_HELP = (
-    "Every retried call's timeout; left out, each keeps its own (null: each its server's default). At most the "
-    "configured maximum."
-)
-_DOC = (
-    "Body of `POST /v1/batches/{id}/retry` (optional): settings that replace the retried batch's. Each one left out is "
-    "kept (the deadline as a duration, counted from the retry's submit); one given is checked as a submit checks it, "
-    "and null (where a submit takes null) means what a submit without it gets."
-)
-
-if TYPE_CHECKING:
-
-    class RetryRequest(BaseModel):
-        """See `_DOC`: only `model_dump(exclude_unset=True)` is read."""
-
-else:
-    RetryRequest = create_model(
-        "RetryRequest",
-        __config__=ConfigDict(extra="forbid"),
-        __doc__=_DOC,
-        **{name: _optional(field) for name, field in BatchRequest.model_fields.items() if name != "calls"},
-        timeout_seconds=_optional(Call.model_fields[TIMEOUT], _TIMEOUT_HELP),
-    )
 
 
 def kept(row: BatchRow, webhook_url: str | None) -> dict[str, Any]:

@@ -1,11 +1,9 @@
 """Completion webhooks, the pure part: which URLs may be called, the body sent, and its signature.
 
-A batch's `webhook_url` must fall under an entry of `MCP_BATCH_WEBHOOK_ALLOW`, a URL prefix: scheme, host and port
-are compared exactly once both are parsed (so neither `https://hooks.example.com.evil.io/` nor
-`https://hooks.example.com@evil/` falls under `https://hooks.example.com/`), then the entry's path must be a prefix
-of the URL's, ending on a segment boundary. Plain `http://` passes only under an entry that says `http://`. A URL
-with credentials (`user@`), a dot segment, a backslash, whitespace, a control or a non-ASCII character is refused
-whatever the list says. Messages never repeat the URL: it may carry a token.
+A batch's `webhook_url` must fall under an entry of `MCP_BATCH_WEBHOOK_ALLOW`, a URL prefix (both parsed by
+mcp_batch/webhook_urls.py): scheme, host and port compared exactly, then the entry's path a prefix of the URL's,
+ending on a segment boundary. Plain `http://` passes only under an entry that says `http://`. Messages never repeat
+the URL: it may carry a token.
 """
 
 from __future__ import annotations
@@ -15,73 +13,15 @@ import hmac
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import SplitResult, unquote, urlsplit
 
 from mcp_batch.models import BatchDocument
+from mcp_batch.webhook_urls import Target, allow_entry, parse
 
 SIGNATURE_HEADER = "X-MCP-Batch-Signature"
 TIMESTAMP_HEADER = "X-MCP-Batch-Timestamp"
 ID_HEADER = "X-MCP-Batch-Id"
-MAX_URL_LENGTH = 2_000
 MAX_FAILED_IDS = 1_000  # failed ids in a webhook's body; `counts.failed` has the number
 NOT_CONFIGURED = "webhooks are not configured"
-_PORTS = {"http": 80, "https": 443}
-
-
-@dataclass(frozen=True)
-class Target:
-    """A parsed webhook URL, or an allow-list entry: what is compared."""
-
-    scheme: str
-    host: str
-    port: int
-    path: str
-
-    def covers(self, url: Target) -> bool:
-        """This allow-list entry admits `url`: same scheme, host and port; its path under this one's."""
-        if (self.scheme, self.host, self.port) != (url.scheme, url.host, url.port):
-            return False
-        if self.path.endswith("/"):
-            return url.path.startswith(self.path)
-        return url.path == self.path or url.path.startswith(self.path + "/")
-
-
-def _split(url: str) -> tuple[Target, SplitResult]:
-    """Parse an absolute http(s) URL; ValueError's message says what is wrong without repeating it."""
-    if len(url) > MAX_URL_LENGTH:
-        raise ValueError(f"at most {MAX_URL_LENGTH} characters")
-    if not url.isascii() or any(c <= " " or c in "\x7f\\" for c in url):
-        raise ValueError("must be ASCII without whitespace, control characters or backslashes (percent-encode them)")
-    parts = urlsplit(url)
-    if parts.scheme not in _PORTS:
-        raise ValueError("must be an https:// URL")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError("has an invalid port") from None
-    if "@" in parts.netloc:
-        raise ValueError("must not carry credentials (user@host)")
-    if not parts.hostname:
-        raise ValueError("must name a host")
-    if {".", ".."} & set(unquote(parts.path).split("/")):
-        raise ValueError("must not contain dot segments (/./ or /../)")
-    return Target(parts.scheme, parts.hostname, port or _PORTS[parts.scheme], parts.path or "/"), parts
-
-
-def parse(url: str) -> Target:
-    """A webhook URL, parsed (ValueError says why it cannot be used)."""
-    return _split(url)[0]
-
-
-def allow_entry(entry: str) -> Target:
-    """An allow-list entry, parsed; ValueError (naming the entry: it is configuration, not a caller's URL)."""
-    try:
-        target, parts = _split(entry)
-    except ValueError as exc:
-        raise ValueError(f"webhook_allow entry {entry!r}: {exc}") from None
-    if parts.query or parts.fragment:
-        raise ValueError(f"webhook_allow entry {entry!r}: a prefix has no query or fragment")
-    return target
 
 
 @dataclass(frozen=True)

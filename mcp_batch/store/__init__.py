@@ -2,13 +2,14 @@
 
     submits       create a batch (all or nothing), delete one that could not be queued, count unfinished items
     claims        finish an item and claim the next in one round trip (the worker's hot path)
-    reads         the document, one item, finished items in finish order, what a retry needs, waiting for the end
+    reads         a page of a batch, one item, items in finish order, what a retry needs, waiting for the end
     leases        shard jobs' leases and take-over, cancel, deadlines
     tenants       who owns a batch, and each tenant's batches newest first
     idempotency   Idempotency-Key records
     webhooks      the completion webhooks' delivery queue
 
-The hash fields are read only in batch_row.py and the Lua scripts (scripts.py).
+The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
+as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from mcp_batch.keys import LIVE_TTL_SECONDS, Keys
+from mcp_batch.settings import Settings
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.claims import Claims
 from mcp_batch.store.idempotency import IdempotencyKeys
@@ -28,8 +30,11 @@ from mcp_batch.store.webhook_queue import WebhookQueue
 _WEBHOOK_LEASE_SECONDS = 60.0  # an attempt's claim: well past its timeout, so only a dead or frozen worker's lapses
 
 
+_DEFAULTS = Settings.model_fields  # the keyword arguments' defaults are the settings' (tests build stores by hand)
+
+
 class Store:
-    """Batch persistence over one Redis connection pool, as composed parts."""
+    """Batch persistence over one Redis connection pool, as composed parts. A process builds it `from_settings`."""
 
     def __init__(
         self,
@@ -37,9 +42,9 @@ class Store:
         keys: Keys,
         retention_seconds: int,
         done: Listener | None = None,
-        response_max_bytes: int = 300_000,
-        lease_seconds: float = 30.0,
-        outage_seconds: float = 300.0,
+        response_max_bytes: int = _DEFAULTS["response_max_bytes"].default,
+        lease_seconds: float = _DEFAULTS["lease_seconds"].default,
+        outage_seconds: float = _DEFAULTS["redis_outage_seconds"].default,
     ) -> None:
         live_ms = LIVE_TTL_SECONDS * 1000
         lease_ms = int(lease_seconds * 1000)
@@ -50,6 +55,19 @@ class Store:
         self.tenants = TenantIndex(redis, keys)
         self.idempotency = IdempotencyKeys(redis, keys, live_ms)
         self.webhooks = WebhookQueue(redis, keys, _WEBHOOK_LEASE_SECONDS)
+
+    @classmethod
+    def from_settings(cls, redis: Redis, settings: Settings, done: Listener | None = None) -> Store:
+        """The store of a process: every part given what the settings say (`done`: the API's listener, for waits)."""
+        return cls(
+            redis,
+            Keys(settings.key_prefix),
+            settings.retention_seconds,
+            done,
+            settings.response_max_bytes,
+            settings.lease_seconds,
+            settings.redis_outage_seconds,
+        )
 
 
 __all__ = ["Store"]

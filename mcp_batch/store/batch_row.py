@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -30,7 +30,7 @@ from mcp_batch.tenants import DEFAULT_TENANT
 META_FIELDS = ["mode", "max_concurrency", "status", "read_only", "created_at", "shards", "deadline_at", "tenant"]
 META_FIELDS += ["rate_share", "traceparent", "on_error"]
 LIMITS = TypeAdapter(dict[str, BackendLimits])  # the `limits` field: JSON, as the document shows it
-LIST_FIELDS = ["status", "total", "finished", "created_at", "finished_at", "retry_of"]
+LIST_FIELDS = ["status", "total", "finished", "created_at", "finished_at", "retry_of", "deadline_at", "claimed", "halt"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,40 @@ class BatchRow:
         if self.status not in TERMINAL_BATCH:
             return self.finished
         return self.finished + self.total - self.claimed + len(self.orphaned)
+
+    def unrun_seq(self, index: int) -> int | None:
+        """The seq of an item that has no record, once the batch has ended (None before, or if it cannot have one):
+        those never claimed first, in index order, then those claimed but never finished (`orphaned`)."""
+        if self.status not in TERMINAL_BATCH:
+            return None
+        if index >= self.claimed:
+            return self.finished + index - self.claimed + 1
+        if index in self.orphaned:
+            return self.finished + self.total - self.claimed + self.orphaned.index(index) + 1
+        return None
+
+    def unrun_index(self, seq: int) -> int:
+        """The index of the item with this seq among those that never finished (seq past `finished`)."""
+        rank = seq - self.finished - 1
+        never_claimed = self.total - self.claimed
+        return self.claimed + rank if rank < never_claimed else self.orphaned[rank - never_claimed]
+
+    def as_of(self, now: float) -> BatchRow:
+        """The row as a reader sees it at `now`: once the deadline has passed, as the EXPIRE script leaves it, whether
+        or not a worker's sweep has run it yet (a read writes nothing). Nothing more is claimed (`halt`), and with no
+        call in flight the batch has ended, `expired` at its deadline; with calls in flight their workers cut them at
+        the deadline, and the last one's record ends it."""
+        if not past_deadline(self.status, self.deadline_at, self.halt, now):
+            return self
+        if self.claimed > self.finished:
+            return replace(self, halt="expire")
+        return replace(self, halt="expire", status=BatchStatus.expired, finished_at=self.deadline_at)
+
+
+def past_deadline(status: BatchStatus, deadline_at: float | None, halt: str | None, now: float) -> bool:
+    """Whether the batch's deadline has passed without the EXPIRE script having run on it yet (`BatchRow.as_of`):
+    with no call in flight (no item claimed and not finished), it has then ended for a reader."""
+    return deadline_at is not None and deadline_at <= now and status not in TERMINAL_BATCH and not halt
 
 
 def _float(value: str | None) -> float | None:

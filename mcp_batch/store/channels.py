@@ -15,7 +15,7 @@ from contextlib import contextmanager, suppress
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from mcp_batch.ops.outage import backoff
+from mcp_batch.store.outage import backoff
 
 logger = logging.getLogger(__name__)
 

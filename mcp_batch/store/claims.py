@@ -19,9 +19,9 @@ from redis.exceptions import NoScriptError
 
 from mcp_batch.keys import Keys
 from mcp_batch.models import FAILED_ITEM
-from mcp_batch.ops.outage import with_redis_retry
 from mcp_batch.records import ItemRecord, dump
 from mcp_batch.store.batch_row import load_spec
+from mcp_batch.store.outage import with_redis_retry
 from mcp_batch.store.scripts import ADVANCE, batch_args, batch_keys
 
 _FAILED = frozenset(status.value for status in FAILED_ITEM)
@@ -99,14 +99,6 @@ class Claims:
         state = int(reply[0])
         claims = [_claim(*reply[i : i + 3]) for i in range(2, len(reply), 3)]
         return Step(claims, more=state == 1, lost=state == -3)
-
-    async def advance(
-        self, batch_id: str, job: str, finished: tuple[Claim, ItemRecord] | None, want_next: bool
-    ) -> Claim | None:
-        """One item at a time: record `finished` (if any) and claim the next one (if wanted and allowed). None when
-        there is nothing to claim: the batch is done, halted, or this job's lease was taken over."""
-        step = await self.step(batch_id, job, [] if finished is None else [finished], 1 if want_next else 0)
-        return step.claims[0] if step.claims else None
 
     async def _evalsha(self, keys: list[str], args: list[Any]) -> Any:
         # While Redis is down or loading its append-only file, the finished items a step carries exist only in the

@@ -1,22 +1,24 @@
-"""Reading batches: the document (one page of it), one item, finished items in finish order, what a retry needs,
-and waiting for a batch to end. An item's state is derived (see contract/document.py)."""
+"""Reading batches, as plain data: a page of a batch (its row, the page's calls and records, every failed item), one
+item, items in finish order, what a retry needs, and waiting for a batch to end. contract/document.py renders them.
+
+A row is read as of now (`BatchRow.as_of`): a batch past its deadline reads as the workers' sweep will make it,
+without a read writing anything.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable
+import time
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from redis.asyncio import Redis
 
-from mcp_batch.contract import plain_items
-from mcp_batch.contract.document import page_items, summary, unrun_index, unrun_item
-from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.errors import BatchNotFound, ItemNotFound
 from mcp_batch.keys import Keys
-from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchStatus, ItemResult, ItemStatus
+from mcp_batch.models import TERMINAL_BATCH, BatchStatus, ItemStatus
 from mcp_batch.store.batch_row import (
     META_FIELDS,
     BatchMeta,
@@ -36,20 +38,38 @@ _GAP = 32  # call specs read past that no item of the chunk needs, at most, betw
 
 
 @dataclass(frozen=True)
-class Located:
-    """One item, the call it came from, and the tenant its batch belongs to."""
+class PageRead:
+    """A page of a batch as stored: the row, the calls of the page (each its head: index, id, server, tool), the
+    records of those that finished, and every failed item's (id, index)."""
 
-    item: ItemResult
-    spec: Spec
-    tenant: str
+    row: BatchRow
+    offset: int
+    heads: list[dict[str, Any]]
+    records: Mapping[int, bytes]
+    failed: list[tuple[str, int]]
 
 
 @dataclass(frozen=True)
-class Page:
-    """A page of a batch: its document (`results` left empty) and the page's items as plain data."""
+class ItemRead:
+    """One item as stored: its batch's row, its call (head and spec), and its record if it finished."""
 
-    document: BatchDocument
-    items: list[PlainItem]
+    row: BatchRow
+    head: dict[str, Any]
+    spec: Spec
+    record: bytes | None
+
+
+class Ended(NamedTuple):
+    """An item in finish order: its seq, its call's head, and its record (None: it never ran, its batch has ended)."""
+
+    seq: int
+    head: dict[str, Any]
+    record: bytes | None
+
+
+def _row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
+    row = parse_row(raw)
+    return None if row is None else row.as_of(time.time())
 
 
 def spans(indexes: list[int], gap: int = _GAP) -> list[tuple[int, int]]:
@@ -93,7 +113,8 @@ class Reads:
         return meta
 
     async def row(self, batch_id: str) -> BatchRow:
-        row = parse_row(await cast(Awaitable[dict[bytes, bytes]], self.redis.hgetall(self.keys.batch(batch_id))))
+        """The batch's row, as of now."""
+        row = _row(await cast(Awaitable[dict[bytes, bytes]], self.redis.hgetall(self.keys.batch(batch_id))))
         if row is None:
             raise BatchNotFound(batch_id)
         return row
@@ -103,17 +124,16 @@ class Reads:
         raw = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "webhook_url"))
         return None if raw is None else raw.decode()
 
-    async def page_facts(self, batch_id: str) -> tuple[int, float | None, BatchStatus, str]:
-        """What reading a page needs first: the batch's response_max_bytes, its deadline, its status and tenant."""
-        fields = ["response_max_bytes", "deadline_at", "status", "tenant"]
+    async def page_facts(self, batch_id: str) -> tuple[int, str]:
+        """What reading a page needs first: the batch's response_max_bytes and its tenant."""
+        fields = ["response_max_bytes", "tenant"]
         raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), fields))
-        if raw[0] is None or raw[2] is None:
+        if raw[0] is None:
             raise BatchNotFound(batch_id)
-        deadline = None if raw[1] is None else float(raw[1])
-        return int(raw[0]), deadline, BatchStatus(raw[2].decode()), (raw[3] or DEFAULT_TENANT.encode()).decode()
+        return int(raw[0]), (raw[1] or DEFAULT_TENANT.encode()).decode()
 
-    async def page(self, batch_id: str, offset: int = 0, limit: int | None = None) -> Page:
-        """The batch document and the page of its items asked for, as plain data (all of them without a limit)."""
+    async def page(self, batch_id: str, offset: int = 0, limit: int | None = None) -> PageRead:
+        """The batch and the page of its items asked for (all of them without a limit), read at one instant."""
         meta_k, calls_k, results_k, failed_k = self.keys.batch_keys(batch_id)[:4]
         end = -1 if limit is None else offset + limit - 1
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -128,7 +148,7 @@ class Reads:
                 pipe.hmget(results_k, list(range(offset, offset + limit)) or [0])
             pipe.zrange(failed_k, 0, -1, withscores=True)
             raw_meta, raw_calls, raw_results, raw_failed = await pipe.execute()
-        row = parse_row(raw_meta)
+        row = _row(raw_meta)
         if row is None:
             raise BatchNotFound(batch_id)
         if limit is None:
@@ -136,27 +156,10 @@ class Reads:
         else:
             records = {offset + i: v for i, v in enumerate(raw_results) if v is not None}
         heads = [load_head(offset + k, raw) for k, raw in enumerate(raw_calls)]
-        items = page_items(row, heads, records)
-        return Page(summary(batch_id, row, offset, len(items), _failed(raw_failed)), items)
+        return PageRead(row, offset, heads, records, _failed(raw_failed))
 
-    async def document(self, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
-        """Assemble the batch document, building only the results page asked for."""
-        found = await self.page(batch_id, offset, limit)
-        found.document.results = [ItemResult.model_validate(item) for item in found.items]
-        return found.document
-
-    async def snapshot(self, batch_id: str) -> tuple[BatchDocument, BatchRow]:
-        """The document without results and the row it was made from (its `finished` is the length of the list of
-        finished items), read at one instant."""
-        row = await self.row(batch_id)
-        return summary(batch_id, row, 0, 0, []), row
-
-    async def item(self, batch_id: str, item_id: str) -> ItemResult:
-        """One item, whole, by its id."""
-        return (await self.located(batch_id, item_id)).item
-
-    async def located(self, batch_id: str, item_id: str) -> Located:
-        """One item by its id, with its call spec and its batch's tenant."""
+    async def located(self, batch_id: str, item_id: str) -> ItemRead:
+        """One item by its id."""
         raw_index = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.ids(batch_id), item_id))
         if raw_index is None:
             await self.status(batch_id)  # BatchNotFound when the batch itself is gone
@@ -166,26 +169,24 @@ class Reads:
             raise BatchNotFound(batch_id)
         return found
 
-    async def at(self, batch_id: str, index: int) -> Located | None:
-        """One item by its index, with its call spec and its batch's tenant; None when there is no such item."""
-        async with self.redis.pipeline(transaction=True) as pipe:  # not document(): it reads every failed id
+    async def at(self, batch_id: str, index: int) -> ItemRead | None:
+        """One item by its index; None when there is no such item."""
+        async with self.redis.pipeline(transaction=True) as pipe:  # not page(): it reads every failed id
             pipe.hgetall(self.keys.batch(batch_id))
             pipe.lindex(self.keys.calls(batch_id), index)
             pipe.hget(self.keys.results(batch_id), str(index))
             raw_meta, raw_spec, record = await pipe.execute()
-        row = parse_row(raw_meta)
+        row = _row(raw_meta)
         if row is None or raw_spec is None:
             return None
-        records = {} if record is None else {index: record}
-        (found,) = page_items(row, [load_head(index, raw_spec)], records)
-        return Located(ItemResult.model_validate(found), load_spec(raw_spec), row.tenant)
+        return ItemRead(row, load_head(index, raw_spec), load_spec(raw_spec), record)
 
     async def finished_since(
         self, batch_id: str, after: int, row: BatchRow, chunk: int = 500
-    ) -> AsyncIterator[list[PlainItem]]:
-        """Items in finish order after the `after`-th, as of `row` (a snapshot), in chunks, as plain data, each with
-        its `seq`: the finished ones, then, once the batch has ended, those that never finished (see
-        contract/document.py). A chunk's records come in one HMGET, its calls in an LRANGE per run of near indexes."""
+    ) -> AsyncIterator[list[Ended]]:
+        """Items in finish order after the `after`-th, as of `row` (a snapshot), in chunks: the finished ones, then,
+        once the batch has ended, those that never finished (see `BatchRow.unrun_seq`). A chunk's records come in one
+        HMGET, its calls in an LRANGE per run of near indexes."""
         keys = self.keys
         finished_k, results_k, calls_k = keys.finished(batch_id), keys.results(batch_id), keys.calls(batch_id)
         position, end = after, row.ended_items
@@ -196,7 +197,7 @@ class Reads:
                 raw = await cast(Awaitable[list[bytes]], self.redis.lrange(finished_k, position, stop - 1))
                 indexes = [int(i) for i in raw]
             else:
-                indexes = [unrun_index(row, seq) for seq in range(position + 1, stop + 1)]
+                indexes = [row.unrun_index(seq) for seq in range(position + 1, stop + 1)]
             if not indexes:
                 raise BatchNotFound(batch_id)  # expired while being read
             runs = spans(indexes)
@@ -210,12 +211,12 @@ class Reads:
                 if len(found) != last - first + 1:
                     raise BatchNotFound(batch_id)  # expired while being read
                 specs.update(zip(range(first, last + 1), found, strict=True))
-            items = []
-            for seq, index, record in zip(range(position + 1, stop + 1), indexes, records, strict=False):
-                head = load_head(index, specs[index])
-                items.append(unrun_item(head, row) if record is None else plain_items.stored(head, record, seq))
+            seqs = range(position + 1, stop + 1)
+            yield [
+                Ended(seq, load_head(index, specs[index]), record)
+                for seq, index, record in zip(seqs, indexes, records, strict=False)
+            ]
             position += len(indexes)
-            yield items
 
     async def id_index(self, batch_id: str) -> dict[str, int]:
         """Casefolded item id -> index, for resolving references."""
@@ -276,14 +277,23 @@ class Reads:
         return specs
 
     async def wait(self, batch_id: str, timeout: float) -> None:
-        """Return when the batch is terminal or `timeout` passes; woken by the done channel, not by polling."""
+        """Return when the batch has ended (as a reader sees it: `BatchRow.as_of`) or `timeout` passes; woken by the
+        done channel, not by polling, and at the batch's deadline, which may end it for a reader."""
         if self._done is None:
             raise RuntimeError("this store has no done-channel listener")
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + timeout
         with self._done.watch(batch_id) as event:
-            if await self.status(batch_id) in TERMINAL_BATCH or timeout <= 0:
-                return
-            try:
-                async with asyncio.timeout(timeout):
-                    await event.wait()
-            except TimeoutError:
-                return
+            while True:
+                row = await self.row(batch_id)
+                left = give_up - loop.time()
+                if row.status in TERMINAL_BATCH or left <= 0:
+                    return
+                if row.deadline_at is not None and row.halt is None:  # woken at the deadline to read it again
+                    left = min(left, max(0.0, row.deadline_at - time.time()) + 0.001)
+                try:
+                    async with asyncio.timeout(left):
+                        await event.wait()
+                    return
+                except TimeoutError:
+                    continue

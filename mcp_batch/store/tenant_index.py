@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable
 from typing import cast
 
@@ -11,17 +12,21 @@ from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchStatus, BatchSummary
 from mcp_batch.records import iso
-from mcp_batch.store.batch_row import LIST_FIELDS
+from mcp_batch.store.batch_row import LIST_FIELDS, past_deadline
 
 _LIST_SCAN = 1_000  # most index entries one listing request reads (a status filter may skip many)
 
 
-def _summary(batch_id: str, row: list[str | None]) -> BatchSummary:
-    """From the meta fields LIST_FIELDS."""
-    status, total, finished, created, ended, retry_of = row
+def _summary(batch_id: str, row: list[str | None], now: float) -> BatchSummary:
+    """From the meta fields LIST_FIELDS; a batch past its deadline as a reader sees it (`BatchRow.as_of`)."""
+    status, total, finished, created, ended, retry_of, deadline, claimed, halt = row
+    listed = BatchStatus(status or BatchStatus.queued)
+    passed = past_deadline(listed, None if deadline is None else float(deadline), halt, now)
+    if passed and int(claimed or 0) <= int(finished or 0):
+        listed, ended = BatchStatus.expired, deadline
     return BatchSummary(
         id=batch_id,
-        status=BatchStatus(status or BatchStatus.queued),
+        status=listed,
         total=int(total or 0),
         finished=int(finished or 0),
         created_at=iso(float(created or 0)) or "",
@@ -53,7 +58,7 @@ class TenantIndex:
         index = self.keys.tenant_batches(tenant)
         found: list[BatchSummary] = []
         upper: str = f"({before}" if before is not None else "+inf"
-        scanned = 0
+        scanned, now = 0, time.time()
         while len(found) < limit and scanned < _LIST_SCAN:
             page = await self.redis.zrevrangebyscore(index, upper, "-inf", start=0, num=limit, withscores=True)
             if not page:
@@ -69,7 +74,7 @@ class TenantIndex:
                 if row[0] is None:
                     gone.append(member)
                     continue
-                summary = _summary(member.decode(), [v.decode() if v else None for v in row])
+                summary = _summary(member.decode(), [v.decode() if v else None for v in row], now)
                 if status is None or summary.status in status:
                     found.append(summary)
                     if len(found) == limit:

@@ -1,11 +1,15 @@
-"""What the API tells callers about its backends: `GET /v1/servers` and the MCP `list_servers` tool show the same."""
+"""What the API tells callers about its backends: `GET /v1/servers` and the MCP `list_servers` tool show the same; and
+the service's state as one reading (`GET /v1/overview`, for the dashboard: readiness, the queue, leases)."""
 
 from __future__ import annotations
 
 import asyncio
 
+from pydantic import BaseModel, Field
+
 from mcp_batch.errors import BackendError
 from mcp_batch.models import ServerInfo
+from mcp_batch.store import overview
 from mcp_batch.tenants import ANYONE, Caller
 from service.application.services import Services
 
@@ -38,3 +42,45 @@ async def describe_server(services: Services, name: str) -> ServerInfo:
     except Exception as exc:
         info.tools_error = f"could not list tools: {type(exc).__name__}"
     return info
+
+
+class BackendUse(BaseModel):
+    """A backend the caller may call, and the concurrency leases held on it now, across all workers."""
+
+    name: str
+    leases_in_use: int
+
+
+class ServiceState(BaseModel):
+    """The service's state, from one reading of Redis: what /readyz and /metrics tell, as JSON."""
+
+    ready: bool = Field(description="A worker sent a heartbeat within MCP_BATCH_READY_WORKER_SECONDS.")
+    reason: str | None = Field(description="Why the service is not ready; null when it is.")
+    workers: int = Field(description="Live workers.")
+    queue_depth: int = Field(description="Shard jobs in the queue, waiting or running.")
+    unfinished_items: int = Field(description="Items of unfinished batches not yet finished, every tenant's.")
+    job_leases: int = Field(description="Shard job leases held.")
+    job_leases_lapsed: int = Field(description="Shard job leases lapsed and not yet taken over.")
+    backends: list[BackendUse] = Field(description="The backends the caller's key may call.")
+
+
+async def service_state(services: Services, caller: Caller = ANYONE) -> ServiceState:
+    """Readiness (as /readyz counts live workers), the queue, unfinished items and leases (as /metrics shows them),
+    the caller's backends."""
+    settings = services.settings
+    found = await overview.read(services.redis, services.keys, services.registry, settings.default_timeout_seconds)
+    within = settings.ready_worker_seconds
+    alive = len(found.alive(within))
+    backends = [
+        BackendUse(name=b.name, leases_in_use=b.leases_in_use) for b in found.backends if caller.may_call(b.name)
+    ]
+    return ServiceState(
+        ready=alive > 0,
+        reason=None if alive else f"no worker has sent a heartbeat in the last {within:g} s",
+        workers=alive,
+        queue_depth=found.queue_depth,
+        unfinished_items=found.unfinished_items,
+        job_leases=found.job_leases,
+        job_leases_lapsed=found.job_leases_lapsed,
+        backends=backends,
+    )

@@ -38,17 +38,17 @@ def is_one_call(document: BatchDocument) -> bool:
     return document.counts.total == 1 and bool(document.results) and document.results[0].id == ONE_CALL_ID
 
 
-async def visible_tools(app: Services, caller: Caller) -> list[tuple[str, ToolInfo]]:
+async def visible_tools(services: Services, caller: Caller) -> list[tuple[str, ToolInfo]]:
     """Every (server, tool) the caller may call directly, from the cached tool lists, in servers-file order.
 
     Hidden: servers the key may not call, tools the servers file denies, this service's own batch tools, and, for a
     key without `write`, every tool that is not read-only. A backend that cannot be listed adds nothing.
     """
-    names = [name for name in app.registry.names if caller.may_call(name)]
-    listed = await asyncio.gather(*(app.catalog.tools(name) for name in names), return_exceptions=True)
+    names = [name for name in services.registry.names if caller.may_call(name)]
+    listed = await asyncio.gather(*(services.catalog.tools(name) for name in names), return_exceptions=True)
     visible: list[tuple[str, ToolInfo]] = []
     for name, tools in zip(names, listed, strict=True):
-        backend = app.registry.get(name)
+        backend = services.registry.get(name)
         if isinstance(tools, BaseException) or backend is None:
             logger.warning("proxy: the tools of %s could not be listed: %s", name, type(tools).__name__)
             continue
@@ -57,17 +57,17 @@ async def visible_tools(app: Services, caller: Caller) -> list[tuple[str, ToolIn
 
 
 async def call_one(
-    app: Services, caller: Caller, server: str, tool: str, arguments: dict[str, Any], wait_seconds: float
+    services: Services, caller: Caller, server: str, tool: str, arguments: dict[str, Any], wait_seconds: float
 ) -> OneCall:
     """Submit one call as a batch of one and wait up to `wait_seconds` for it to finish."""
     call = Call(id=ONE_CALL_ID, server=server, tool=tool, arguments=arguments)
-    submitted = await submitting.submit(app, BatchRequest(calls=[call], read_only=not caller.write), caller)
-    return await read_one(app, submitted.batch_id, wait_seconds)
+    submitted = await submitting.submit(services, BatchRequest(calls=[call], read_only=not caller.write), caller)
+    return await read_one(services, submitted.batch_id, wait_seconds)
 
 
-async def read_one(app: Services, batch_id: str, wait_seconds: float = 0, cursor: str | None = None) -> OneCall:
+async def read_one(services: Services, batch_id: str, wait_seconds: float = 0, cursor: str | None = None) -> OneCall:
     """A direct call's batch after waiting up to `wait_seconds` for it: its item (one page of it) once finished."""
-    await reading.wait(app, batch_id, wait_seconds)
-    if (await app.store.reads.status(batch_id)) not in TERMINAL_BATCH:
+    await reading.wait(services, batch_id, wait_seconds)
+    if (await services.store.reads.row(batch_id)).status not in TERMINAL_BATCH:
         return OneCall(batch_id, None)
-    return OneCall(batch_id, await reading.item(app, batch_id, ONE_CALL_ID, cursor))
+    return OneCall(batch_id, await reading.item(services, batch_id, ONE_CALL_ID, cursor))

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
 
+from mcp_batch.contract import document as documents
 from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import TERMINAL_BATCH
@@ -53,10 +53,9 @@ async def _events(
     quiet_since = loop.time()
     position, shown = after, None
     while True:
-        document, row = await store.reads.snapshot(batch_id)
+        row = await store.reads.row(batch_id)  # its `finished` is the length of the list of finished items
+        document = documents.summary(batch_id, row, 0, 0, [])
         ended = document.status in TERMINAL_BATCH
-        if row.deadline_at is not None and row.deadline_at <= time.time() and not ended:
-            await store.leases.expire(batch_id)  # as a GET does, for a deployment with no worker running
         sent = False
         counts = document.counts.model_dump(mode="json")
         # The first progress comes before the items that finished before the client connected; later ones follow
@@ -68,7 +67,7 @@ async def _events(
         finished = row.ended_items  # once ended, the items that never ran too
         if finished > position:
             async for chunk in store.reads.finished_since(batch_id, position, row):
-                yield [_item_event(item) for item in chunk]
+                yield [_item_event(item) for item in documents.in_finish_order(row, chunk)]
             position, sent = finished, True
         if not first and (document.status, counts) != shown:
             shown, sent = (document.status, counts), True
@@ -99,18 +98,18 @@ async def _events(
         await store.reads.wait(batch_id, min(check_seconds, give_up - now, quiet_since + heartbeat_seconds - now))
 
 
-async def progress(app: Services, batch_id: str, after: int) -> AsyncIterator[list[Event]]:
+async def progress(services: Services, batch_id: str, after: int) -> AsyncIterator[list[Event]]:
     """The events of a batch from the item after seq `after` on, ending with `end` (or `timeout` after the
     stream's time limit, or `error` if storage fails or the batch disappears); a keep-alive after a quiet spell.
     Events come in runs, each ready at once (a chunk of items): a run is one write to the stream."""
-    settings = app.settings
+    settings = services.settings
     check, most, heartbeat = (
         settings.events_check_seconds,
         settings.events_max_seconds,
         settings.events_heartbeat_seconds,
     )
     try:
-        async for events in _events(app.store, batch_id, after, check, most, heartbeat):
+        async for events in _events(services.store, batch_id, after, check, most, heartbeat):
             yield events
     except RedisError as exc:
         logger.warning("event stream of batch %s stopped: %s", batch_id, type(exc).__name__)

@@ -1,68 +1,71 @@
 """Use cases that read a batch: the document (wait, then one page within the byte budget), one item (paged), the
-finished items as JSON Lines, the caller's batches, and cancel. Every door reads through these, so every door
-applies the budget and the deadline the same way."""
+finished items as JSON Lines, the caller's batches, the last items of its newest batches, and cancel. Every door
+reads through these, so every door applies the budget the same way. A read writes nothing: a batch past its
+deadline reads as the store presents it (`BatchRow.as_of`), and the workers record its end."""
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
 
+from pydantic import BaseModel, Field
+
 from mcp_batch.contract import budget, plain_items
-from mcp_batch.contract.cursors import Position, cursor_length, locate
-from mcp_batch.errors import InvalidCursor
-from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
+from mcp_batch.contract import document as documents
+from mcp_batch.contract.item_cursors import Position, cursor_length, locate
+from mcp_batch.errors import BatchNotFound, InvalidCursor
+from mcp_batch.models import BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
 from mcp_batch.tenants import Caller
 from service.application.services import Services
 
 
-async def document(app: Services, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
+async def document(services: Services, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
     """A page of the document that fits the batch's byte budget: no more items than the budget holds, each item
     over its share filled up to it, with a `next_cursor` to the rest."""
-    store = app.store
-    max_bytes, deadline, status, tenant = await store.reads.page_facts(batch_id)
-    if deadline is not None and deadline <= time.time() and status not in TERMINAL_BATCH:
-        await store.leases.expire(batch_id)  # workers apply deadlines within a second; this covers no workers
+    store = services.store
+    max_bytes, tenant = await store.reads.page_facts(batch_id)
     page = budget.most_items(max_bytes) if limit is None else min(limit, budget.most_items(max_bytes))
-    found = await store.reads.page(batch_id, offset, page)
-    items, removed, resumes = budget.fit(cast(list[dict[str, Any]], found.items), max_bytes, cursor_length(batch_id))
+    found, plain = documents.page(batch_id, await store.reads.page(batch_id, offset, page))
+    items, removed, resumes = budget.fit(cast(list[dict[str, Any]], plain), max_bytes, cursor_length(batch_id))
     for k, (block, char) in resumes.items():
-        items[k]["next_cursor"] = app.cursors.issue(tenant, Position(batch_id, items[k]["index"], block, char))
-    document = found.document
-    document.results = [ItemResult.model_validate(item) for item in items]
-    document.truncated, document.truncated_bytes = removed > 0, removed
-    return document
+        items[k]["next_cursor"] = services.cursors.issue(tenant, Position(batch_id, items[k]["index"], block, char))
+    results = [ItemResult.model_validate(item) for item in items]
+    return found.model_copy(update={"results": results, "truncated": removed > 0, "truncated_bytes": removed})
 
 
-async def wait(app: Services, batch_id: str, seconds: float) -> None:
+async def wait(services: Services, batch_id: str, seconds: float) -> None:
     """Hold until the batch ends or `seconds` pass (at most the service's `max_wait_seconds`)."""
     if seconds > 0:
-        await app.store.reads.wait(batch_id, min(seconds, app.settings.max_wait_seconds))
+        await services.store.reads.wait(batch_id, min(seconds, services.settings.max_wait_seconds))
 
 
 async def read(
-    app: Services, batch_id: str, wait_seconds: float = 0, offset: int = 0, limit: int | None = None
+    services: Services, batch_id: str, wait_seconds: float = 0, offset: int = 0, limit: int | None = None
 ) -> BatchDocument:
     """Wait (up to `wait_seconds`) for the batch to end, then one page of its document."""
-    await wait(app, batch_id, wait_seconds)
-    return await document(app, batch_id, offset, limit)
+    await wait(services, batch_id, wait_seconds)
+    return await document(services, batch_id, offset, limit)
 
 
-async def item(app: Services, batch_id: str, item_id: str, cursor: str | None = None) -> ItemPage:
+async def item(services: Services, batch_id: str, item_id: str, cursor: str | None = None) -> ItemPage:
     """The stored item; when it is larger than one response, as much of it as one holds and `next_cursor`, and from
     a cursor, the next page of its content. InvalidCursor when the cursor does not verify or is another item's."""
-    located = await app.store.reads.located(batch_id, item_id)
-    found, tenant = located.item.model_dump(mode="json"), located.tenant
+    located = await services.store.reads.located(batch_id, item_id)
+    found = ItemResult.model_validate(documents.item(located)).model_dump(mode="json")  # measured as it is sent
+    tenant = located.row.tenant
     if cursor is None:
-        small, resume = budget.shrink(found, app.settings.response_max_bytes, cursor_length(batch_id))
+        small, resume = budget.shrink(found, services.settings.response_max_bytes, cursor_length(batch_id))
     else:
-        at = app.cursors.open(cursor, tenant)
+        at = services.cursors.open(cursor, tenant)
         if (at.batch_id, at.index) != (batch_id, found["index"]):
             raise InvalidCursor("the cursor belongs to another item")
-        small, resume = budget.page(found, locate(found, at), app.settings.response_max_bytes, cursor_length(batch_id))
+        small, resume = budget.page(
+            found, locate(found, at), services.settings.response_max_bytes, cursor_length(batch_id)
+        )
     if resume is not None:
-        small["next_cursor"] = app.cursors.issue(tenant, Position(batch_id, found["index"], *resume))
+        small["next_cursor"] = services.cursors.issue(tenant, Position(batch_id, found["index"], *resume))
     return ItemPage.model_validate(small)
 
 
@@ -74,14 +77,15 @@ class Results:
     next_after: int
 
 
-async def results(app: Services, batch_id: str, statuses: set[ItemStatus] | None, after: int) -> Results:
+async def results(services: Services, batch_id: str, statuses: set[ItemStatus] | None, after: int) -> Results:
     """Every item finished after seq `after` (of these statuses), in finish order, up to a snapshot taken now; once
     the batch has ended, the items that never ran (skipped, cancelled, expired) too, after the others."""
-    store = app.store
+    store = services.store
     row = await store.reads.row(batch_id)  # a snapshot: the cursor covers exactly what is streamed
 
     async def lines() -> AsyncIterator[bytes]:
-        async for chunk in store.reads.finished_since(batch_id, after, row):
+        async for ended in store.reads.finished_since(batch_id, after, row):
+            chunk = documents.in_finish_order(row, ended)
             wanted = chunk if statuses is None else [found for found in chunk if found["status"] in statuses]
             if wanted:  # a chunk's lines in one piece of the response
                 yield b"".join(plain_items.line(found) for found in wanted)
@@ -90,15 +94,54 @@ async def results(app: Services, batch_id: str, statuses: set[ItemStatus] | None
 
 
 async def batches(
-    app: Services, caller: Caller, status: set[BatchStatus] | None, limit: int, cursor: str | None
+    services: Services, caller: Caller, status: set[BatchStatus] | None, limit: int, cursor: str | None
 ) -> BatchList:
     """The caller's tenant's batches, newest first, a page at a time."""
     before = int(cursor) if cursor else None
-    found, next_before = await app.store.tenants.batches_of(caller.tenant, before, limit, status)
+    found, next_before = await services.store.tenants.batches_of(caller.tenant, before, limit, status)
     return BatchList(batches=found, next_cursor=None if next_before is None else str(next_before))
 
 
-async def cancel(app: Services, batch_id: str) -> BatchDocument:
+class RecentItem(BaseModel):
+    """A finished item, with where it ran and how long it waited for its backend's rate slot."""
+
+    batch_id: str
+    index: int
+    id: str
+    server: str
+    tool: str
+    status: ItemStatus
+    worker: str | None = None
+    rate_wait_seconds: float | None = None
+    elapsed_seconds: float | None = None
+    finished_at: str | None = None
+
+
+class RecentItems(BaseModel):
+    items: list[RecentItem] = Field(description="The newest batch's first, each batch's in finish order.")
+
+
+async def recent_items(services: Services, caller: Caller, batches: int, per_batch: int) -> RecentItems:
+    """The last `per_batch` items that finished in each of the caller's `batches` newest batches (one read of each
+    batch's finish order, not of its document)."""
+    newest, _ = await services.store.tenants.batches_of(caller.tenant, None, batches, None)
+    found = await asyncio.gather(*(_last_finished(services, batch.id, per_batch) for batch in newest if batch.finished))
+    return RecentItems(items=[item for items in found for item in items])
+
+
+async def _last_finished(services: Services, batch_id: str, most: int) -> list[RecentItem]:
+    reads, found = services.store.reads, []
+    try:
+        row = await reads.row(batch_id)
+        async for chunk in reads.finished_since(batch_id, max(0, row.finished - most), row):
+            ran = [ended for ended in chunk if ended.record is not None]  # an ended batch's unrun items follow
+            found += [{"batch_id": batch_id, **item} for item in documents.in_finish_order(row, ran)]
+    except BatchNotFound:  # expired since it was listed
+        return []
+    return [RecentItem.model_validate(item) for item in found]
+
+
+async def cancel(services: Services, batch_id: str) -> BatchDocument:
     """Cancel a batch (BatchAlreadyFinished when it has ended) and return its document, without results."""
-    await app.store.leases.cancel(batch_id)
-    return await document(app, batch_id, limit=0)
+    await services.store.leases.cancel(batch_id)
+    return await document(services, batch_id, limit=0)

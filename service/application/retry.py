@@ -19,9 +19,9 @@ from typing import Any
 
 from mcp_batch.contract import retry_settings
 from mcp_batch.contract.references import MissingPath, dependencies, may_reference, resolve, result_value
-from mcp_batch.contract.retry_settings import TIMEOUT, RetryRequest
 from mcp_batch.errors import BatchNotFinished, NothingToRetry, NotRetryable
 from mcp_batch.models import TERMINAL_BATCH, BatchRequest, Call, ItemStatus
+from mcp_batch.retry_request import TIMEOUT, RetryRequest
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import Spec
 

@@ -10,7 +10,7 @@ from arq import ArqRedis
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import Registry
-from mcp_batch.contract.cursors import CursorKey
+from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys, is_batch_id
 from mcp_batch.ops.prometheus import ApiMetrics
@@ -35,9 +35,9 @@ class Services:
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
 
 
-async def owned(app: Services, batch_id: str, caller: Caller) -> str:
+async def owned(services: Services, batch_id: str, caller: Caller) -> str:
     """The batch id, when the batch exists and is the caller's; else BatchNotFound (another tenant's batch is
     indistinguishable from a missing one). An id that cannot name a batch is never looked up."""
-    if not is_batch_id(batch_id) or await app.store.tenants.tenant_of(batch_id) != caller.tenant:
+    if not is_batch_id(batch_id) or await services.store.tenants.tenant_of(batch_id) != caller.tenant:
         raise BatchNotFound(batch_id)
     return batch_id

@@ -14,12 +14,13 @@ from typing import Any, TypeVar
 from mcp_batch import shards
 from mcp_batch.contract.checks import Bounds, Refusal, precheck
 from mcp_batch.contract.references import any_may_reference
-from mcp_batch.contract.retry_settings import RetryRequest, annotate
+from mcp_batch.contract.retry_settings import annotate
 from mcp_batch.contract.validation import validate_batch
 from mcp_batch.contract.webhook_policy import WebhookPolicy
 from mcp_batch.errors import Backpressure, Forbidden, InvalidBatch, InvalidCursor, Problem
 from mcp_batch.models import BatchRequest, DryRun, DryRunItem, ItemError, ItemStatus
 from mcp_batch.ops import tracing
+from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency, overview
 from mcp_batch.store.submits import new_batch_id
 from mcp_batch.tenants import ANYONE, Caller, authorize
@@ -35,10 +36,10 @@ class Submitted:
     created: bool
 
 
-def validate(app: Services, request: BatchRequest, caller: Caller = ANYONE) -> int:
+def validate(services: Services, request: BatchRequest, caller: Caller = ANYONE) -> int:
     """Whole-batch checks (InvalidBatch lists every fault, Forbidden what the caller's key may not do); the
     batch's effective max_concurrency."""
-    settings = app.settings
+    settings = services.settings
     authorize(caller, request)
     secret = settings.webhook_secret
     return validate_batch(
@@ -55,7 +56,7 @@ def validate(app: Services, request: BatchRequest, caller: Caller = ANYONE) -> i
 
 
 async def _store_and_queue(
-    app: Services,
+    services: Services,
     request: BatchRequest,
     caller: Caller,
     concurrency: int,
@@ -67,7 +68,7 @@ async def _store_and_queue(
 
     Past `max_unfinished_items` (the service's, or the caller's key's for its tenant) nothing is stored and
     Backpressure (a 429) is raised."""
-    settings, store = app.settings, app.store
+    settings, store = services.settings, services.store
     retry_after = settings.backpressure_retry_after_seconds
     unfinished = await store.submits.unfinished_items()
     if unfinished + len(request.calls) > settings.max_unfinished_items:
@@ -77,8 +78,8 @@ async def _store_and_queue(
         if mine + len(request.calls) > caller.max_unfinished_items:
             raise Backpressure(mine, caller.max_unfinished_items, retry_after)
     servers, linked = await _off_loop_if_large(len(request.calls), _survey, request)
-    limits = app.registry.limits(servers)
-    live = await overview.live_workers(app.redis, app.keys, settings.ready_worker_seconds)
+    limits = services.registry.limits(servers)
+    live = await overview.live_workers(services.redis, services.keys, settings.ready_worker_seconds)
     count = shards.plan(
         len(request.calls), concurrency, request.mode, linked, live, settings.max_shards, settings.shard_min_items
     )
@@ -101,17 +102,17 @@ async def _store_and_queue(
     )
     try:
         for shard, job in enumerate(jobs):
-            await app.redis.enqueue_job("run_batch", batch_id, shard, _job_id=job, _queue_name=app.keys.queue)
+            await services.redis.enqueue_job("run_batch", batch_id, shard, _job_id=job, _queue_name=services.keys.queue)
     except BaseException:
         await store.submits.delete(batch_id, jobs)
         raise
-    await app.redis.publish(app.keys.wake_channel, batch_id)
-    app.metrics.batch_submitted()
+    await services.redis.publish(services.keys.wake_channel, batch_id)
+    services.metrics.batch_submitted()
     return batch_id
 
 
 async def submit(
-    app: Services,
+    services: Services,
     request: BatchRequest,
     caller: Caller = ANYONE,
     key: str | None = None,
@@ -123,24 +124,24 @@ async def submit(
     batch could not be stored. The same key with another request: IdempotencyConflict.
     """
     with tracing.submit_span(len(request.calls)) as span:
-        submitted = await _submit(app, request, caller, key, lineage)
+        submitted = await _submit(services, request, caller, key, lineage)
         tracing.submitted(span, submitted.batch_id, submitted.created)
         return submitted
 
 
 async def _submit(
-    app: Services, request: BatchRequest, caller: Caller, key: str | None, lineage: Lineage | None
+    services: Services, request: BatchRequest, caller: Caller, key: str | None, lineage: Lineage | None
 ) -> Submitted:
-    concurrency = await _off_loop_if_large(len(request.calls), validate, app, request, caller)
+    concurrency = await _off_loop_if_large(len(request.calls), validate, services, request, caller)
     if key is None:
-        return Submitted(await _store_and_queue(app, request, caller, concurrency, lineage), True)
+        return Submitted(await _store_and_queue(services, request, caller, concurrency, lineage), True)
     body = request.model_dump(mode="json") if lineage is None else lineage.fingerprint()
-    keys = app.store.idempotency
+    keys = services.store.idempotency
     held = await keys.claim(key, idempotency.fingerprint(body), caller.tenant)
     if held.batch_id is not None:
         return Submitted(held.batch_id, False)
     try:
-        batch_id = await _store_and_queue(app, request, caller, concurrency, lineage, idempotency_key=held.name)
+        batch_id = await _store_and_queue(services, request, caller, concurrency, lineage, idempotency_key=held.name)
     except BaseException:
         await keys.release(held)
         raise
@@ -149,14 +150,14 @@ async def _submit(
 
 
 async def retry(
-    app: Services, batch_id: str, caller: Caller = ANYONE, key: str | None = None, body: RetryRequest | None = None
+    services: Services, batch_id: str, caller: Caller = ANYONE, key: str | None = None, body: RetryRequest | None = None
 ) -> Submitted:
     """A new batch of the finished batch's items that did not succeed, linked by `retry_of`, with the batch's
     settings but those `body` sets; checked as a submit is (a fault of a kept setting names the batch it came from)."""
-    planned = await retry_request(app.store, batch_id, body)
+    planned = await retry_request(services.store, batch_id, body)
     inherited = planned.lineage.settings_from
     try:
-        return await submit(app, planned.request, caller, key, planned.lineage)
+        return await submit(services, planned.request, caller, key, planned.lineage)
     except InvalidBatch as exc:
         if isinstance(exc, InvalidCursor):
             raise
@@ -169,19 +170,19 @@ def _kept_from(problems: list[Problem], inherited: dict[str, str]) -> list[Probl
     return [Problem(p.loc, annotate(p.loc, p.msg, inherited), p.type) for p in problems]
 
 
-async def dry_run(app: Services, request: BatchRequest, caller: Caller = ANYONE) -> DryRun:
+async def dry_run(services: Services, request: BatchRequest, caller: Caller = ANYONE) -> DryRun:
     """Every check a batch would meet, with each call's would-be status; nothing is stored or queued."""
-    validate(app, request, caller)
-    bounds = Bounds(app.settings.max_argument_bytes, app.settings.max_argument_depth)
-    names = {call.server for call in request.calls if call.server in app.registry}
-    listed = await asyncio.gather(*(app.catalog.tools(name) for name in names), return_exceptions=True)
+    validate(services, request, caller)
+    bounds = Bounds(services.settings.max_argument_bytes, services.settings.max_argument_depth)
+    names = {call.server for call in request.calls if call.server in services.registry}
+    listed = await asyncio.gather(*(services.catalog.tools(name) for name in names), return_exceptions=True)
     tools = {n: {t.name: t for t in ts} for n, ts in zip(names, listed, strict=True) if isinstance(ts, list)}
     results = []
     for index, call in enumerate(request.calls):
-        backend = app.registry.get(call.server)
+        backend = services.registry.get(call.server)
         known = tools.get(call.server)
         if call.cursor is not None:  # a page read from the store: only its cursor is checked
-            refusal = _cursor_refusal(app, call.cursor, caller)
+            refusal = _cursor_refusal(services, call.cursor, caller)
         else:
             refusal = precheck(call.server, call.tool, call.arguments, backend, known, request.read_only, bounds)
         results.append(
@@ -197,10 +198,10 @@ async def dry_run(app: Services, request: BatchRequest, caller: Caller = ANYONE)
     return DryRun(valid=all(r.status is ItemStatus.pending for r in results), results=results)
 
 
-def _cursor_refusal(app: Services, cursor: str, caller: Caller) -> Refusal | None:
+def _cursor_refusal(services: Services, cursor: str, caller: Caller) -> Refusal | None:
     """Why a call's cursor will not verify (what it names is checked when it runs), or None."""
     try:
-        app.cursors.open(cursor, caller.tenant)
+        services.cursors.open(cursor, caller.tenant)
     except InvalidCursor as exc:
         return Refusal(ItemStatus.invalid_cursor, "invalid_cursor", exc.reason)
     return None

@@ -13,7 +13,6 @@ A key with `write` runs every call; a key without it runs the read-only ones, an
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
@@ -23,9 +22,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_batch.errors import Forbidden, InvalidBatch, Problem, Unauthenticated
-from mcp_batch.models import ID_PATTERN, TERMINAL_BATCH, BatchRequest, Call, ItemResult, ItemStatus, Mode
+from mcp_batch.models import TERMINAL_BATCH, BatchRequest, Call, CallId, ItemResult, ItemStatus, Mode
 from mcp_batch.settings import Settings
-from service import body_reading, json_body
+from service import bodies
 from service.application import reading, submitting
 from service.auth import AUTH_RESPONSES, CallerOrRefusalDep
 from service.deps import ServicesDep
@@ -38,13 +37,10 @@ class GumloopCall(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ref: str | None = Field(
+    ref: CallId = Field(  # it becomes the item's id
         None,
-        min_length=1,
-        max_length=100,
         description="Caller's identifier, echoed on the matching result; unique. Default: the call's zero-based "
         "index in `calls`, as a string.",
-        json_schema_extra={"pattern": ID_PATTERN},  # it becomes the item's id
     )
     server_id: str = Field(min_length=1, max_length=200, description="Backend name from the servers file.")
     tool_name: str = Field(min_length=1, max_length=200, description="Tool to call on that backend.")
@@ -135,10 +131,10 @@ def parse_request(
     body: bytes, max_calls: int, max_depth: int = 64, pause: Callable[[], None] | None = None
 ) -> GumloopRequest:
     """The validated body, or InvalidBatch listing every fault by location (never by submitted value). `pause`: see
-    `json_body.loads`."""
+    `bodies.loads`."""
     try:
-        data = json_body.loads(body, max_depth, pause)
-    except json_body.MalformedJSON as exc:
+        data = bodies.loads(body, max_depth, pause)
+    except bodies.MalformedJSON as exc:
         raise InvalidBatch([Problem((), f"the body is not valid JSON: {exc.msg}", "json_invalid")]) from None
     problems: list[Problem] = []
     calls = data.get("calls") if isinstance(data, dict) else None
@@ -298,11 +294,8 @@ async def call_tools(request: Request, services: ServicesDep, caller: CallerOrRe
     try:
         settings = services.settings
         raw = await request.body()
-        limits = (raw, settings.gumloop_max_calls, settings.max_json_depth)
-        large = len(raw) > body_reading.OFF_LOOP_BYTES  # parsed in a worker thread, giving the GIL away as it goes
-        body = (
-            await asyncio.to_thread(parse_request, *limits, body_reading.give_way) if large else parse_request(*limits)
-        )
+        max_calls, depth = settings.gumloop_max_calls, settings.max_json_depth
+        body = await bodies.off_loop_if_large(len(raw), lambda pause: parse_request(raw, max_calls, depth, pause))
         if caller.keyed and body.team_id is not None and body.team_id != caller.tenant:
             raise Forbidden([Problem(("team_id",), "the team is not this key's tenant", "forbidden")])
         batch_id = (await submitting.submit(services, to_batch(body, read_only=not caller.write), caller)).batch_id

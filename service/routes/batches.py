@@ -9,7 +9,6 @@ from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AfterValidator
 
-from mcp_batch.contract.retry_settings import RetryRequest
 from mcp_batch.models import (
     MAX_OFFSET,
     BatchDocument,
@@ -21,12 +20,13 @@ from mcp_batch.models import (
     ItemPage,
     ItemStatus,
 )
+from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency
 from service.application import reading, submitting
 from service.application.services import Services
 from service.auth import AUTH_RESPONSES, CallerDep
+from service.bodies import JSONLinesRoute, accepts_json_lines
 from service.deps import OwnedBatchId, ServicesDep
-from service.jsonl_body import JSONLinesRoute, accepts_json_lines
 
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=JSONLinesRoute, responses=AUTH_RESPONSES)
 
@@ -160,6 +160,18 @@ async def cancel_batch(batch_id: OwnedBatchId, services: ServicesDep) -> BatchDo
     """The batch goes `cancelling`, then `cancelled` once no call is in flight; its pending items are `cancelled`.
     Answers with the document (no results page: `limit=0`)."""
     return await reading.cancel(services, batch_id)
+
+
+@router.get("/recent-items", summary="The last items that finished in the caller's newest batches")
+async def recent_items(
+    services: ServicesDep,
+    caller: CallerDep,
+    batches: Annotated[int, Query(ge=1, le=20, description="How many of the newest batches.")] = 3,
+    per_batch: Annotated[int, Query(ge=1, le=1000, description="Most finished items of each.")] = 100,
+) -> reading.RecentItems:
+    """Each item's batch, index, id, server, tool, status, worker, rate wait, call time and end: what the dashboard
+    tells of recent work per backend and per worker, in one request."""
+    return await reading.recent_items(services, caller, batches, per_batch)
 
 
 # `:path`: ids are the caller's data and may hold '/' ("reports/2024"); the item answers with it sent encoded

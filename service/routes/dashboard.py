@@ -9,6 +9,7 @@ page, from ever running as code there.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -16,7 +17,10 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
+from mcp_batch.models import FAILED_ITEM, TERMINAL_BATCH, TERMINAL_ITEM, BatchStatus, Counts, ItemStatus
+
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
+STATUSES = "statuses.js"  # made here, from the models (not a file of ui/)
 
 _TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -55,16 +59,39 @@ class Asset:
     etag: str
 
 
+def _asset(body: bytes, media_type: str) -> Asset:
+    return Asset(body, media_type, '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
+
+
+def statuses_js() -> bytes:
+    """The page's status sets and count names, made from mcp_batch/models.py: the page imports them, never copies
+    them."""
+    order = list(ItemStatus)
+    failed = [status for status in order if status in FAILED_ITEM]
+    final = sorted(TERMINAL_ITEM, key=lambda s: (s is not ItemStatus.ok, s not in FAILED_ITEM, order.index(s)))
+    terminal = [status for status in BatchStatus if status in TERMINAL_BATCH]
+    lines = [
+        "// The statuses and counts of mcp_batch/models.py, served by the API: the page imports them from here.",
+        f"export const BATCH_STATUSES = {json.dumps(list(BatchStatus))};",
+        f"export const TERMINAL = new Set({json.dumps(terminal)});",
+        "// Final item statuses: ok, those that count as failures, then those the batch ended (skipped, cancelled...).",
+        f"export const FINAL_ITEM_STATUSES = {json.dumps(final)};",
+        f"export const FAILED = {json.dumps(failed)};",
+        "// A document's counts, in their order.",
+        f"export const COUNTS = {json.dumps(list(Counts.model_fields))};",
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
 @cache
 def assets() -> dict[str, Asset]:
-    """The dashboard's files by name, read once."""
+    """The dashboard's files by name, read once, and the status sets made from the models."""
     found = {}
     for path in sorted(UI_DIR.iterdir()):
         media_type = _TYPES.get(path.suffix)
         if media_type is not None and path.is_file():
-            body = path.read_bytes()
-            found[path.name] = Asset(body, media_type, '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
-    return found
+            found[path.name] = _asset(path.read_bytes(), media_type)
+    return found | {STATUSES: _asset(statuses_js(), _TYPES[".js"])}
 
 
 def _serve(name: str, request: Request) -> Response:
@@ -91,5 +118,5 @@ async def dashboard(request: Request) -> Response:
 
 @router.get("/ui/{name}")
 async def dashboard_asset(name: str, request: Request) -> Response:
-    """One of the page's scripts, its style sheet or its icon (the files of service/ui/, nothing else)."""
+    """One of the page's scripts (the files of service/ui/, and the status sets), its style sheet or its icon."""
     return _serve(name, request)

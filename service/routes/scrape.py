@@ -1,4 +1,4 @@
-"""GET /metrics (Prometheus text format) and the middleware that counts HTTP requests by route template.
+"""GET /metrics: this API process's counters and the shared state read from Redis, in Prometheus text format.
 
 With auth on, a scrape needs an API key like any other route, unless MCP_BATCH_METRICS_PUBLIC is true. The gauges of
 the shared state are read from Redis at scrape time; while Redis is down the scrape still answers, with the process's

@@ -12,8 +12,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from service.application.progress import KEEP_ALIVE, Event, progress
 from service.auth import AUTH_RESPONSES
+from service.bodies import StrictJSONRoute
 from service.deps import OwnedBatchId, ServicesDep
-from service.json_route import StrictJSONRoute
 
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=StrictJSONRoute, responses=AUTH_RESPONSES)
 

@@ -1,8 +1,8 @@
-// The backends and the workers, refreshed every few seconds, from what the service already tells:
+// The backends and the workers, refreshed every few seconds, in three requests:
 //   GET /v1/servers          each backend's limits, calls in flight, rate tokens available, tools
-//   GET /readyz, /metrics    live workers, queue depth, unfinished items, leases
-//   GET …/results?after=     the last items of the tenant's newest batches: recent rate waits, workers seen
-import { Failed, Refused, json, jsonLines, request } from "./api.js";
+//   GET /v1/overview         live workers, queue depth, unfinished items, leases
+//   GET /v1/recent-items     the last items of the tenant's newest batches: recent rate waits, workers seen
+import { json } from "./api.js";
 import { every, h, number, seconds, when } from "./dom.js";
 
 const REFRESH_MS = 3000;
@@ -73,37 +73,36 @@ export function backendsView(main, report) {
 
   async function load() {
     try {
-      const [list, ready, metrics, recent] = await Promise.all([
+      const [list, state, recent] = await Promise.all([
         json("v1/servers"),
-        readiness(),
-        scrape(),
-        recentItems(),
+        json("v1/overview"),
+        json(`v1/recent-items?batches=${RECENT_BATCHES}&per_batch=${RECENT_ITEMS}`),
       ]);
       if (stopped) return;
-      showService(ready, metrics);
-      showServers(list, metrics);
-      showRecent(recent);
+      showService(state);
+      showServers(list, state);
+      showRecent(recent.items);
     } catch (error) {
       if (!stopped) report(error);
     }
   }
 
-  function showService(ready, metrics) {
+  function showService(state) {
     const cell = (name, label, value) => h("div", {}, h("dt", {}, label), h("dd", { dataset: { count: name } }, value));
     service.replaceChildren(
-      cell("ready", "ready", ready.status === "ready" ? "yes" : `no: ${ready.reason ?? ready.status}`),
-      cell("workers", "live workers", number(ready.workers)),
-      cell("queue", "shard jobs queued", number(metrics.mcp_batch_queue_depth?.[""])),
-      cell("unfinished", "unfinished items", number(metrics.mcp_batch_unfinished_items?.[""])),
-      cell("leases", "job leases", number(metrics.mcp_batch_job_leases?.[""])),
+      cell("ready", "ready", state.ready ? "yes" : `no: ${state.reason}`),
+      cell("workers", "live workers", number(state.workers)),
+      cell("queue", "shard jobs queued", number(state.queue_depth)),
+      cell("unfinished", "unfinished items", number(state.unfinished_items)),
+      cell("leases", "job leases", number(state.job_leases)),
     );
   }
 
-  function showServers(list, metrics) {
-    const leases = metrics.mcp_batch_backend_leases ?? {};
+  function showServers(list, state) {
+    const leases = new Map(state.backends.map((b) => [b.name, b.leases_in_use]));
     servers.replaceChildren(
       ...list.map((s) => {
-        const inFlight = s.in_flight ?? leases[`server=${s.name}`];
+        const inFlight = s.in_flight ?? leases.get(s.name);
         return h(
           "tr",
           { dataset: { server: s.name } },
@@ -176,50 +175,4 @@ function rate(limit) {
   if (limit.per_minute) parts.push(`${limit.per_minute}/min`);
   if (limit.burst) parts.push(`burst ${limit.burst}`);
   return parts.join(", ");
-}
-
-// /readyz answers 503 with the same fields when no worker is live.
-async function readiness() {
-  try {
-    return await json("readyz");
-  } catch (error) {
-    if (error instanceof Failed && error.status === 503 && error.body) return error.body;
-    throw error;
-  }
-}
-
-// The API's own gauges from /metrics (Prometheus text): name -> "label=value,…" -> value.
-async function scrape() {
-  let text;
-  try {
-    text = await (await request("metrics")).text();
-  } catch (error) {
-    if (error instanceof Refused) throw error;
-    return {}; // the rest of the view stands without these figures
-  }
-  const found = {};
-  for (const line of text.split("\n")) {
-    const match = /^(mcp_batch_[a-z_]+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
-    if (!match) continue;
-    const labels = [...(match[2] ?? "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => `${m[1]}=${m[2]}`).join(",");
-    (found[match[1]] ??= {})[labels] = Number(match[3]);
-  }
-  return found;
-}
-
-async function recentItems() {
-  const { batches } = await json(`v1/batches?limit=${RECENT_BATCHES}`);
-  const pages = await Promise.all(
-    batches
-      .filter((b) => b.finished > 0)
-      .map((b) => {
-        const after = Math.max(0, b.finished - RECENT_ITEMS);
-        const path = `v1/batches/${encodeURIComponent(b.id)}/results?after=${after}`;
-        return jsonLines(path, RECENT_ITEMS).catch((error) => {
-          if (error instanceof Refused) throw error;
-          return { items: [] }; // expired since it was listed
-        });
-      }),
-  );
-  return pages.flatMap((page) => page.items);
 }

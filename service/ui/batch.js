@@ -1,10 +1,9 @@
 // One batch: its progress and counts moving with its event stream (no polling of the document), its items (items.js),
 // and the actions on it: cancel, retry the unsuccessful items, download the results.
 import { NotFound, download, follow, json } from "./api.js";
-import { TERMINAL, badge, confirmAction, h, number, seconds, setNotice, when } from "./dom.js";
+import { badge, confirmAction, h, number, seconds, setNotice, when } from "./dom.js";
+import { COUNTS, TERMINAL } from "./statuses.js";
 import { itemsTable } from "./items.js";
-
-const COUNTS = ["total", "succeeded", "failed", "running", "pending", "skipped", "cancelled", "expired"];
 
 export function batchView(main, id, report) {
   const stream = new AbortController();

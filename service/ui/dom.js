@@ -1,20 +1,6 @@
 // Building the page: elements from plain data (text is always set as text, never parsed as HTML), formatting,
 // the confirmation dialog and the notice line.
 
-export const TERMINAL = new Set(["completed", "cancelled", "expired"]);
-export const BATCH_STATUSES = ["queued", "running", "cancelling", "completed", "cancelled", "expired"];
-// The item statuses that count as failures (the service's FAILED_ITEM).
-export const FAILED = [
-  "error",
-  "unknown_server",
-  "unknown_tool",
-  "timeout",
-  "invalid_call",
-  "blocked",
-  "invalid_reference",
-  "interrupted",
-];
-
 export function h(tag, props = {}, ...children) {
   const element = document.createElement(tag);
   for (const [name, value] of Object.entries(props)) {

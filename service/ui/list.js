@@ -1,6 +1,7 @@
 // The tenant's batches, newest first, a page at a time (GET /v1/batches), refreshed every few seconds.
 import { json } from "./api.js";
-import { BATCH_STATUSES, badge, every, h, number, option, shortId, when } from "./dom.js";
+import { badge, every, h, number, option, shortId, when } from "./dom.js";
+import { BATCH_STATUSES } from "./statuses.js";
 
 const REFRESH_MS = 2000;
 

@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from mcp_batch.keys import Keys
 from mcp_batch.models import Counts
 from mcp_batch_cli.terminal import ProgressView
-from tests.support import ServiceHandle, cli, free_port, run_batch, submit
+from tests.support import ServiceHandle, cli, eventually_blocking, free_port, run_batch, submit
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -318,10 +318,14 @@ def test_the_progress_is_a_bar_redrawn_in_place_on_a_terminal() -> None:
             progress.show(counts, elapsed)
         progress.close()
         shown = b""
-        deadline = time.monotonic() + 10
-        while b"40/40 done" not in shown or b"\n" not in shown.split(b"40/40 done")[-1]:
-            assert select.select([screen], [], [], deadline - time.monotonic())[0], shown
-            shown += screen.read(4096)
+
+        def drawn() -> bool:  # what the terminal has shown so far ends with the closed last line
+            nonlocal shown
+            if select.select([screen], [], [], 0)[0]:
+                shown += screen.read(4096)
+            return b"40/40 done" in shown and b"\n" in shown.split(b"40/40 done")[-1]
+
+        eventually_blocking(drawn, what="the progress bar's last line", timeout=10)
     assert b"0/40 done, 1 failed, 0.0 calls/s, 0.1s elapsed" in shown
     assert b"40/40 done, 1 failed, 10.0 calls/s, 4.0s elapsed" in shown
     assert b"\r\x1b[2K" in shown  # each update redraws the line in place (rich's progress bar)

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from mcp_batch.client import Unreachable
 from mcp_batch_cli import discovery
 from mcp_batch_cli.command_errors import CommandError, explained
 from mcp_batch_cli.status import operator_settings
-from tests.support import MCP_BATCH, command_env, free_port, run_command
+from tests.support import MCP_BATCH, command_env, eventually, free_port, run_command
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -33,17 +34,18 @@ def entry(path: Path) -> dict[str, Any]:
 
 async def wait_for_dev(state_file: Path, process: asyncio.subprocess.Process, log: Path) -> discovery.DevRun:
     """The dev's entry, once it names its Redis and its API answers."""
-    async with asyncio.timeout(90), httpx.AsyncClient() as http:
-        while True:
+    async with httpx.AsyncClient() as http:
+
+        async def answering() -> discovery.DevRun | None:
             assert process.returncode is None, f"the dev exited early (its output: {log})"
             fields = entry(state_file)
             if fields.get("redis_url"):
-                try:
+                with suppress(httpx.TransportError):
                     if (await http.get(f"{fields['api_url']}/healthz")).status_code == 200:
                         return discovery.DevRun(**fields)
-                except httpx.TransportError:
-                    pass
-            await asyncio.sleep(0.1)  # a child process starting: nothing to wait on but its file and port
+            return None
+
+        return await eventually(answering, what="the dev's state file and its API", timeout=90)
 
 
 async def test_status_and_the_client_commands_find_a_running_dev_and_a_second_dev_refuses(tmp_path: Path) -> None:
@@ -59,12 +61,12 @@ async def test_status_and_the_client_commands_find_a_running_dev_and_a_second_de
         run = await wait_for_dev(state_file, dev, log)
         assert (run.pid, run.api_url) == (dev.pid, f"http://127.0.0.1:{port}")
 
-        async with asyncio.timeout(60):
-            while True:  # the worker's first heartbeat may still be on its way
-                code, out, err = await run_command("status", env=env)
-                if code == 0:
-                    break
-                await asyncio.sleep(0.2)
+        async def status() -> tuple[int, str, str] | None:
+            ran = await run_command("status", env=env)
+            return ran if ran[0] == 0 else None
+
+        # the worker's first heartbeat may still be on its way
+        code, out, err = await eventually(status, what="`mcp-batch status` answering 0", timeout=60)
         assert f"from the running mcp-batch dev (pid {dev.pid})" in out
         assert "  demo " in out and "  demo_http " in out  # the dev's own servers file
 

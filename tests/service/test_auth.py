@@ -4,7 +4,6 @@ file and `mcp-batch keys new`."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -23,7 +22,15 @@ from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
 from mcp_batch_cli.commands import main
 from service.app import create_app
-from tests.support import HttpBackendProcess, call_backend, finished, running_service
+from tests.support import (
+    HttpBackendProcess,
+    call_backend,
+    eventually,
+    finished,
+    not_stored,
+    running_service,
+    until_succeeded,
+)
 
 ALPHA, BETA, READER, TINY = "mcpb_alpha-key", "mcpb_beta-key", "mcpb_reader-key", "mcpb_tiny-key"
 SMALL = "mcpb_small-store-key"
@@ -52,11 +59,6 @@ def keyed(settings: Settings, tmp_path: Path) -> Settings:
 async def base_url(keyed: Settings) -> AsyncIterator[str]:
     async with running_service(keyed) as service:
         yield service.base_url
-
-
-async def succeeded(client: httpx.AsyncClient, batch_id: str) -> int:
-    count: int = (await client.get(f"/v1/batches/{batch_id}", params={"limit": 0})).json()["counts"]["succeeded"]
-    return count
 
 
 def as_(base_url: str, key: str | None) -> httpx.AsyncClient:
@@ -147,9 +149,7 @@ async def test_a_tenants_stored_bytes_have_a_ceiling_released_when_its_batches_e
         async with as_(base_url, ALPHA) as alpha:  # the ceiling is the small tenant's alone
             assert (await alpha.post("/v1/batches", json={"calls": [call, call, call]})).status_code == 202
         await finished(small, kept)
-        async with asyncio.timeout(10):
-            while await redis.exists(f"mcpb:batch:{kept}"):  # noqa: ASYNC110 - only Redis knows it has expired
-                await asyncio.sleep(0.1)
+        await eventually(lambda: not_stored(redis, kept), what="the kept batch expired on Redis's clock", timeout=10)
         again = (await small.post("/v1/batches", json={"calls": [call, call]})).json()["id"]  # its bytes are free
         assert (await small.post("/v1/batches", json={"calls": [call]})).status_code == 429
         await finished(small, again)
@@ -211,6 +211,7 @@ async def test_a_tenants_rate_share_holds_its_calls_to_that_part_of_the_backend(
     assert arrivals[-1] - arrivals[0] >= 1.8
 
 
+@pytest.mark.serial  # its assertion is a duration
 async def test_one_tenants_huge_batch_does_not_starve_anothers(
     settings: Settings, servers: dict[str, Any], fresh_backend: HttpBackendProcess, tmp_path: Path
 ) -> None:
@@ -225,9 +226,7 @@ async def test_one_tenants_huge_batch_does_not_starve_anothers(
         as_(service.base_url, BETA) as beta,
     ):
         huge = (await alpha.post("/v1/batches", json={"calls": [stamp] * 400})).json()["id"]
-        async with asyncio.timeout(30):  # the huge batch is well under way (it takes about 5 s at 4 in flight)
-            while await succeeded(alpha, huge) < 20:  # noqa: ASYNC110 - progress shows only in the document
-                await asyncio.sleep(0.05)
+        await until_succeeded(alpha, huge, 20)  # well under way (it takes about 5 s at 4 in flight)
         started = time.monotonic()
         small = await finished(beta, (await beta.post("/v1/batches", json={"calls": [stamp] * 10})).json()["id"])
         took = time.monotonic() - started

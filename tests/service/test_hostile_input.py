@@ -13,8 +13,8 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from mcp_batch.models import BatchRequest
+from service.bodies.strict_json import MalformedJSON, strict_loads
 from service.doors.gumloop import GumloopRequest
-from service.json_body import MalformedJSON, strict_loads
 from tests.support import run_batch
 
 pytestmark = pytest.mark.timeout(90)

@@ -16,6 +16,7 @@ from mcp_batch.models import BatchRequest
 from mcp_batch.store import Store
 from mcp_batch.store.submits import new_batch_id
 from service.application.retry import retry_request
+from tests.mcp_batch.store.stored import advance
 from tests.support import by_id, finished, run_batch, submit
 
 pytestmark = pytest.mark.timeout(90)
@@ -146,12 +147,10 @@ async def test_retry_of_ten_thousand_items_picks_the_ones_that_did_not_succeed(r
     await store.submits.create(many(10_000), 16, batch_id=batch_id, jobs=[job])
     statuses = {3: "error", 5: "skipped", 7: "timeout"}  # by index % 10; the rest ok
     for _ in range(10):
-        claims = await asyncio.gather(
-            *(store.claims.advance(batch_id, job, None, want_next=True) for _ in range(1_000))
-        )
+        claims = await asyncio.gather(*(advance(store, batch_id, job, None, want_next=True) for _ in range(1_000)))
         await asyncio.gather(
             *(
-                store.claims.advance(batch_id, job, (c, {"status": statuses.get(c.index % 10, "ok")}), want_next=False)
+                advance(store, batch_id, job, (c, {"status": statuses.get(c.index % 10, "ok")}), want_next=False)
                 for c in claims
                 if c is not None
             )

@@ -12,12 +12,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch import shards
-from mcp_batch.contract.cursors import CursorKey, Position
+from mcp_batch.contract.item_cursors import CursorKey, Position
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchRequest, Call
 from mcp_batch.store import Store
 from mcp_batch.store.submits import new_batch_id
 from service.application.retry import retry_request
+from tests.mcp_batch.store.stored import advance
 from tests.support import (
     HttpBackendProcess,
     call_backend,
@@ -110,8 +111,8 @@ async def test_a_retry_carries_every_field_of_a_call(redis: aioredis.Redis) -> N
     job = shards.job_id(batch_id, 0)
     call = Call.model_validate(EVERY_FIELD)
     await store.submits.create(BatchRequest(calls=[call]), 1, batch_id=batch_id, jobs=[job])
-    claim = await store.claims.advance(batch_id, job, None, want_next=True)
+    claim = await advance(store, batch_id, job, None, want_next=True)
     assert claim is not None
-    await store.claims.advance(batch_id, job, (claim, {"status": "error"}), want_next=False)
+    await advance(store, batch_id, job, (claim, {"status": "error"}), want_next=False)
     request = (await retry_request(store, batch_id)).request
     assert request.calls == [call]

@@ -15,13 +15,14 @@ import redis.asyncio as aioredis
 from pydantic import SecretStr
 
 from mcp_batch import shards
-from mcp_batch.contract.retry_settings import SETTINGS, RetryRequest
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchRequest
+from mcp_batch.retry_request import SETTINGS, RetryRequest
 from mcp_batch.settings import Settings
 from mcp_batch.store import Store
 from mcp_batch.store.submits import new_batch_id
 from service.application.retry import retry_request
+from tests.mcp_batch.store.stored import advance
 from tests.support import finished, run_batch, running_service
 from tests.worker.test_delivery import Receiver
 
@@ -195,8 +196,8 @@ async def test_a_retry_keeps_every_setting_of_a_submit(redis: aioredis.Redis) ->
     job = shards.job_id(batch_id, 0)
     request = BatchRequest.model_validate({"calls": [{"server": "s", "tool": "t"}], **EVERY_SETTING})
     await store.submits.create(request, EVERY_SETTING["max_concurrency"], batch_id=batch_id, jobs=[job])
-    claim = await store.claims.advance(batch_id, job, None, want_next=True)
+    claim = await advance(store, batch_id, job, None, want_next=True)
     assert claim is not None
-    await store.claims.advance(batch_id, job, (claim, {"status": "error"}), want_next=False)
+    await advance(store, batch_id, job, (claim, {"status": "error"}), want_next=False)
     planned = (await retry_request(store, batch_id)).request
     assert planned.model_dump(exclude={"calls"}) == request.model_dump(exclude={"calls"})

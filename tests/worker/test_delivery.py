@@ -22,7 +22,16 @@ import redis.asyncio as aioredis
 from pydantic import SecretStr
 
 from mcp_batch.settings import Settings
-from tests.support import finished, live_workers, run_batch, running_api, running_service, submit, worker_processes
+from tests.support import (
+    eventually,
+    finished,
+    live_workers,
+    run_batch,
+    running_api,
+    running_service,
+    submit,
+    worker_processes,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -104,13 +113,13 @@ def settings(settings: Settings, receiver: Receiver) -> Settings:
 
 async def webhook_state(client: httpx.AsyncClient, batch_id: str, status: str) -> dict[str, Any]:
     """Wait until the document shows the webhook `status`; the document's `webhook`."""
-    async with asyncio.timeout(30):
-        while True:
-            document = (await client.get(f"/v1/batches/{batch_id}", params={"limit": 0})).json()
-            if document["webhook"]["status"] == status:
-                state: dict[str, Any] = document["webhook"]
-                return state
-            await asyncio.sleep(0.05)  # the worker settles the attempt just after the receiver answers
+
+    async def settled() -> dict[str, Any] | None:
+        webhook: dict[str, Any] = (await client.get(f"/v1/batches/{batch_id}", params={"limit": 0})).json()["webhook"]
+        return webhook if webhook["status"] == status else None
+
+    # the worker settles the attempt just after the receiver answers
+    return await eventually(settled, what=f"the webhook {status}")
 
 
 def signed(request: Received) -> bool:

@@ -14,6 +14,7 @@ from mcp_batch.models import BatchStatus, Mode, OnError
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
 from tests.mcp_batch.store.stored import batch, create
+from tests.support import eventually
 from worker.feeder import Feeder, reads_ahead
 
 
@@ -27,12 +28,6 @@ async def run_items(feeder: Feeder, count: int, elapsed: float = 0.001) -> None:
         claim = await feeder.next()
         assert claim is not None
         feeder.finish(claim, {**fast(), "elapsed_seconds": elapsed})
-
-
-async def wait_for(condition: Any, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not await condition():  # noqa: ASYNC110 - the state is only in Redis
-            await asyncio.sleep(0.01)
 
 
 async def test_lanes_get_every_item_once_and_every_record_is_stored(redis: aioredis.Redis) -> None:
@@ -61,7 +56,9 @@ async def test_fast_calls_are_read_ahead_and_claims_in_hand_go_back_at_the_end(r
     await run_items(feeder, 2)  # the lanes' first calls set the pace
     claim = await feeder.next()
     assert claim is not None
-    await wait_for(lambda: _inflight(redis, batch_id, more_than=2))  # claims in hand beyond the lane's own
+    await eventually(
+        lambda: _inflight(redis, batch_id, more_than=2), what="claims in hand beyond the lane's own", timeout=5
+    )
     feeder.finish(claim, fast())
     await feeder.close()
     row = await store.reads.row(batch_id)
@@ -90,7 +87,7 @@ async def test_a_record_is_stored_soon_though_no_lane_asks_for_more(redis: aiore
     async def stored() -> bool:
         return (await store.reads.row(batch_id)).finished == 1
 
-    await wait_for(stored)
+    await eventually(stored, what="the record stored", timeout=5)
 
 
 async def test_a_cancel_stops_the_lanes_and_ends_the_batch_once_claims_in_hand_are_back(redis: aioredis.Redis) -> None:
@@ -102,7 +99,8 @@ async def test_a_cancel_stops_the_lanes_and_ends_the_batch_once_claims_in_hand_a
     assert claim is not None
     await store.leases.cancel(batch_id)
     feeder.finish(claim, fast("cancelled"))
-    await wait_for(lambda: _status(store, batch_id, "cancelled"))  # the halt seen, the claims in hand given back
+    # the halt seen, the claims in hand given back
+    await eventually(lambda: _status(store, batch_id, "cancelled"), what="the batch cancelled", timeout=5)
     assert await feeder.next() is None
     await feeder.close()
 

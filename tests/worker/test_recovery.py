@@ -35,6 +35,7 @@ from tests.support import (
     running_worker,
     settings_env,
     submit,
+    until_at_backend,
     worker_id,
     worker_processes,
 )
@@ -71,10 +72,11 @@ async def finished_by(redis: aioredis.Redis, batch_id: str, worker: str) -> int:
     return sum(json.loads(r).get("worker") == worker for r in records)
 
 
-async def wait_until_finished_by(redis: aioredis.Redis, batch_id: str, worker: str, count: int) -> None:
-    async with asyncio.timeout(30):
-        while await finished_by(redis, batch_id, worker) < count:  # noqa: ASYNC110 - progress is only in Redis
-            await asyncio.sleep(0.05)
+async def until_finished_by(redis: aioredis.Redis, batch_id: str, worker: str, count: int) -> None:
+    async def done() -> bool:
+        return await finished_by(redis, batch_id, worker) >= count
+
+    await eventually(done, what=f"{count} items finished by worker {worker}")
 
 
 async def test_a_batch_survives_a_worker_killed_mid_batch_and_repeats_no_write(
@@ -84,7 +86,7 @@ async def test_a_batch_survives_a_worker_killed_mid_batch_and_repeats_no_write(
     with worker_processes(settings, 2, tmp_path) as (victim, survivor):
         await live_workers(redis, 2)
         batch_id = (await submit(api, tallies(1000, 0.05), max_concurrency=24, read_only=False))["id"]
-        await wait_until_finished_by(redis, batch_id, worker_id(victim), 60)
+        await until_finished_by(redis, batch_id, worker_id(victim), 60)
         victim.send_signal(signal.SIGKILL)
         killed_at = time.time()
         document = await finished(api, batch_id, timeout=60)
@@ -153,7 +155,9 @@ async def test_a_taken_over_call_cut_by_a_cancel_before_it_was_sent_again_says_i
         await eventually(at_the_backend, what="the call to reach the backend")
         victim.send_signal(signal.SIGKILL)
         await asyncio.to_thread(victim.wait, 10)
-    async with running_worker(settings):  # takes the read over: sent again only once the backend's next slot comes
+    # The survivor takes the read over (the victim's 2 s lease lapsed) under a lease of its own that a slow machine
+    # cannot let lapse too; it sends the call again only once the backend's next slot comes, a minute on.
+    async with running_worker(settings.model_copy(update={"lease_seconds": 30.0})):
 
         async def recovered() -> bool:  # the replacement job holds it now
             held = await redis.hvals(Keys().inflight(batch_id))
@@ -175,7 +179,7 @@ async def test_sigterm_lets_calls_in_flight_finish_and_hands_the_rest_back_at_on
     with worker_processes(settings, 2, tmp_path) as (victim, _):
         await live_workers(redis, 2)
         batch_id = (await submit(api, tallies(200, 0.1), max_concurrency=12, read_only=False))["id"]
-        await wait_until_finished_by(redis, batch_id, worker_id(victim), 10)
+        await until_finished_by(redis, batch_id, worker_id(victim), 10)
         victim.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(victim.wait, 15) == 0  # stopped by itself, cleanly, within the grace
         document = await finished(api, batch_id, timeout=60)
@@ -201,9 +205,7 @@ async def test_sigterm_cuts_calls_past_the_grace_and_only_reads_run_again(
     (tmp_path / "first").mkdir()
     with worker_processes(settings, 1, tmp_path / "first") as (victim,):
         batch_id = (await submit(api, calls, read_only=False))["id"]
-        async with asyncio.timeout(30):
-            while len((await call_backend(fresh_backend.url, "stats"))["tallies"]) < 2:  # noqa: ASYNC110
-                await asyncio.sleep(0.05)  # both calls have reached the backend: only it can tell
+        await until_at_backend(fresh_backend, "tallies", 2)
         victim.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(victim.wait, 15) == 0
     (tmp_path / "second").mkdir()
@@ -217,6 +219,7 @@ async def test_sigterm_cuts_calls_past_the_grace_and_only_reads_run_again(
     assert "not run again" in items["write"]["error"]["message"]
 
 
+@pytest.mark.serial  # its assertion is a duration
 async def test_a_sigterm_to_the_process_group_of_uv_run_is_one_graceful_stop(
     api: httpx.AsyncClient, settings: Settings, fresh_backend: HttpBackendProcess, tmp_path: Path
 ) -> None:
@@ -236,13 +239,9 @@ async def test_a_sigterm_to_the_process_group_of_uv_run_is_one_graceful_stop(
             start_new_session=True,  # a process group of its own: uv and the worker, as a service manager runs them
         )
     try:
-        async with asyncio.timeout(60):
-            while "ready for" not in log.read_text():  # noqa: ASYNC110 - a child starting: only its log tells
-                await asyncio.sleep(0.05)
+        await eventually(lambda: "ready for" in log.read_text(), what="the worker's start-up line", timeout=60)
         batch_id = (await submit(api, tallies(24, 1.0), max_concurrency=16, read_only=False))["id"]
-        async with asyncio.timeout(30):
-            while len((await call_backend(fresh_backend.url, "stats"))["tallies"]) < 16:  # noqa: ASYNC110
-                await asyncio.sleep(0.02)  # 8 reads and 8 writes have reached the backend: only it can tell
+        await until_at_backend(fresh_backend, "tallies", 16)  # 8 reads and 8 writes
         os.killpg(proc.pid, signal.SIGTERM)
         signalled = time.monotonic()
         async with asyncio.timeout(20):

@@ -15,6 +15,7 @@ from mcp_batch.keys import Keys
 from mcp_batch.models import WebhookStatus
 from mcp_batch.settings import Settings
 from mcp_batch.store.webhook_queue import WebhookQueue
+from tests.support import eventually
 
 POLICY = WebhookPolicy.build(["https://hooks.example.com/", "https://api.example.org:8443/hooks"], "secret")
 
@@ -105,9 +106,7 @@ async def test_one_claim_wins_each_attempt_and_a_stale_attempt_cannot_settle(red
     won = [claim for claim in claims if claim is not None]
     assert len(won) == 1 and won[0].number == 1 and won[0].url == "https://h/"
     assert (await queues[0].due(10))[0] == []  # leased to the winner
-    async with asyncio.timeout(5):
-        while (again := await queues[1].claim("b1")) is None:  # noqa: ASYNC110 - the lease lapses on Redis's clock
-            await asyncio.sleep(0.05)
+    again = await eventually(lambda: queues[1].claim("b1"), what="the lease lapsed on Redis's clock", timeout=5)
     assert again.number == 2
     assert not await queues[0].settle(won[0], WebhookStatus.delivered)  # the first attempt's lease had lapsed
     assert await queues[1].settle(again, WebhookStatus.delivered)

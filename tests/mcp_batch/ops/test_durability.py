@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,7 +18,8 @@ from mcp_batch.ops import durability
 from mcp_batch.ops.durability import Durability
 from mcp_batch.settings import Settings
 from mcp_batch_cli.status import as_json, as_text, gather
-from tests.support import free_port, running_api, running_worker
+from tests.redis_server import RedisServer
+from tests.support import running_api, running_worker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,24 +34,11 @@ CONFIGS = {
 @pytest.fixture
 async def redises(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
     """One redis-server per configuration, each on its own port and directory: name -> URL."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("needs a redis-server executable")
-    started, urls = [], {}
-    for name, options in CONFIGS.items():
-        port, directory = free_port(), tmp_path / name
-        directory.mkdir()
-        argv = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(directory), *options]
-        proc = await asyncio.create_subprocess_exec("redis-server", *argv, stdout=asyncio.subprocess.PIPE)
-        assert proc.stdout is not None
-        async with asyncio.timeout(20):
-            while b"Ready to accept connections" not in await proc.stdout.readline():
-                pass
-        started.append(proc)
-        urls[name] = f"redis://127.0.0.1:{port}/0"
-    yield urls
-    for proc in started:
-        proc.kill()
-        await proc.wait()
+    started = [RedisServer(tmp_path / name, options) for name, options in CONFIGS.items()]
+    await asyncio.gather(*(server.start() for server in started))
+    yield {name: server.url for name, server in zip(CONFIGS, started, strict=True)}
+    for server in started:
+        await server.stop(signal.SIGKILL)
 
 
 async def read(url: str) -> Durability:

@@ -9,10 +9,11 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from mcp_batch import shards
+from mcp_batch.contract import document as documents
 from mcp_batch.keys import Keys
 from mcp_batch.models import ItemResult
 from mcp_batch.store import Store
-from tests.mcp_batch.store.stored import batch, create
+from tests.mcp_batch.store.stored import advance, batch, create, read_document
 
 WORKER = "host-a:4242"
 
@@ -25,7 +26,7 @@ async def claimed_by_a_worker(store: Store, items: int, claims: int) -> tuple[st
     """A batch whose one job a worker started and claimed `claims` items in."""
     batch_id, (job,) = await create(store, batch(items))
     await store.leases.started(batch_id, job, WORKER)
-    taken = [await store.claims.advance(batch_id, job, None, want_next=True) for _ in range(claims)]
+    taken = [await advance(store, batch_id, job, None, want_next=True) for _ in range(claims)]
     return batch_id, job, [claim.index for claim in taken if claim is not None]
 
 
@@ -43,14 +44,15 @@ async def test_calls_in_flight_on_a_stopped_worker_of_a_batch_cancelled_meanwhil
     assert (await store.leases.cancel(batch_id)).outcome == "cancelling"
     await lapse(redis, job)
     assert await store.leases.take_over(batch_id, job, shards.job_id(batch_id, 0, 1)) == "done"
-    document = await store.reads.document(batch_id)
+    document = await read_document(store, batch_id)
     assert document.status == "cancelled" and document.counts.cancelled == 4
     lost, never = ("cancelled", "interrupted", True, WORKER), ("cancelled", None, None, None)
     assert [said(item) for item in document.results] == [lost, lost, never, never]
     assert held == [0, 1] and document.results[0].error is not None
     assert "may or may not have run" in document.results[0].error.message
     row = await store.reads.row(batch_id)
-    streamed = [item async for chunk in store.reads.finished_since(batch_id, 0, row) for item in chunk]
+    chunks = [chunk async for chunk in store.reads.finished_since(batch_id, 0, row)]
+    streamed = [item for chunk in chunks for item in documents.in_finish_order(row, chunk)]
     assert [said(item) for item in streamed] == [never, never, lost, lost]  # the never-claimed take their seqs first
 
 
@@ -62,7 +64,7 @@ async def test_calls_taken_from_a_stopped_worker_and_cancelled_before_anyone_ran
     await lapse(redis, job)
     assert await store.leases.take_over(batch_id, job, shards.job_id(batch_id, 0, 1)) == "replaced"
     assert (await store.leases.cancel(batch_id)).outcome == "ended"  # nothing in flight: the replacement had not run
-    results = (await store.reads.document(batch_id)).results
+    results = (await read_document(store, batch_id)).results
     assert [said(item) for item in results] == [
         ("cancelled", "interrupted", True, WORKER),
         ("cancelled", None, None, None),
@@ -75,4 +77,4 @@ async def test_a_call_handed_back_before_it_was_sent_says_nothing_of_having_run(
     new_job = shards.job_id(batch_id, 0, 1)
     assert await store.leases.take_over(batch_id, job, new_job, force=True, never_dispatched=held) == "replaced"
     assert (await store.leases.cancel(batch_id)).outcome == "ended"
-    assert [said(item) for item in (await store.reads.document(batch_id)).results] == [("cancelled", None, None, None)]
+    assert [said(item) for item in (await read_document(store, batch_id)).results] == [("cancelled", None, None, None)]

@@ -9,6 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch import shards
+from mcp_batch.contract import document as documents
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchRequest, ItemStatus
@@ -16,6 +17,7 @@ from mcp_batch.records import error_info, record
 from mcp_batch.store import Store
 from mcp_batch.store.reads import spans
 from mcp_batch.store.submits import new_batch_id
+from tests.mcp_batch.store.stored import advance, read_document
 
 
 async def finished_in_shuffled_order(store: Store, n: int, finish: int) -> tuple[str, list[int]]:
@@ -24,7 +26,7 @@ async def finished_in_shuffled_order(store: Store, n: int, finish: int) -> tuple
     batch_id = new_batch_id()
     job = shards.job_id(batch_id, 0)
     await store.submits.create(BatchRequest.model_validate({"calls": calls}), 4, batch_id=batch_id, jobs=[job])
-    claims = [await store.claims.advance(batch_id, job, None, want_next=True) for _ in range(n)]
+    claims = [await advance(store, batch_id, job, None, want_next=True) for _ in range(n)]
     order = random.Random(7).sample(range(n), finish)
     for index in order:
         claim = claims[index]
@@ -33,7 +35,7 @@ async def finished_in_shuffled_order(store: Store, n: int, finish: int) -> tuple
             done = record(ItemStatus.ok, worker="w", content=[{"type": "text", "text": claim.id}], attempts=1)
         else:
             done = record(ItemStatus.error, worker="w", error=error_info("tool_error", "no", "tool"), attempts=1)
-        await store.claims.advance(batch_id, job, (claim, done), want_next=False)
+        await advance(store, batch_id, job, (claim, done), want_next=False)
     return batch_id, order
 
 
@@ -50,25 +52,25 @@ async def test_finished_items_come_in_finish_order_as_the_document_shows_them(re
     batch_id, order = await finished_in_shuffled_order(store, 300, 250)
     row = await store.reads.row(batch_id)
     chunks = [chunk async for chunk in store.reads.finished_since(batch_id, 0, row, chunk=40)]
-    listed = [item for chunk in chunks for item in chunk]
+    listed = [item for chunk in chunks for item in documents.in_finish_order(row, chunk)]
     assert len(chunks) == 7 and [item["index"] for item in listed] == order
     assert [item.get("seq") for item in listed] == list(range(1, 251))
     assert all(item["id"] == f"c{item['index']}" for item in listed)
-    document = await store.reads.document(batch_id)
-    shown = {item.index: item.model_dump(mode="json") for item in document.results}
+    shown = {item.index: item.model_dump(mode="json") for item in (await read_document(store, batch_id)).results}
     assert all(item == shown[item["index"]] for item in listed)
     assert {shown[i]["status"] for i in range(300) if i not in order} == {"running"}
     later = [item async for chunk in store.reads.finished_since(batch_id, 245, row) for item in chunk]
-    assert [item["index"] for item in later] == order[245:]
+    assert [item.seq for item in later] == list(range(246, 251))
+    assert [item.head["index"] for item in later] == order[245:]
 
 
-async def test_a_page_holds_the_documents_items_as_plain_data(redis: aioredis.Redis) -> None:
+async def test_a_page_renders_as_the_documents_items_as_plain_data(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, _ = await finished_in_shuffled_order(store, 30, 10)
-    page = await store.reads.page(batch_id, 5, 20)
-    document = await store.reads.document(batch_id, 5, 20)
-    assert [dict(item) for item in page.items] == [item.model_dump(mode="json") for item in document.results]
-    assert page.document.results == [] and page.document.next_offset == document.next_offset == 25
+    found, items = documents.page(batch_id, await store.reads.page(batch_id, 5, 20))
+    rendered = await read_document(store, batch_id, 5, 20)
+    assert [dict(item) for item in items] == [item.model_dump(mode="json") for item in rendered.results]
+    assert found.results == [] and found.next_offset == rendered.next_offset == 25
 
 
 async def test_a_batch_that_expires_while_its_items_are_read_is_not_found(redis: aioredis.Redis) -> None:

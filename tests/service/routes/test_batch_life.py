@@ -3,7 +3,6 @@ retention, backpressure."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,13 @@ from tests.support import (
     all_results,
     by_id,
     call_backend,
+    eventually,
     finished,
     live_workers,
     running_service,
     stamps,
     submit,
+    until_at_backend,
     worker_processes,
 )
 
@@ -33,13 +34,7 @@ def sleeps(n: int, seconds: float) -> list[dict[str, Any]]:
     ]
 
 
-async def backend_arrivals(backend: HttpBackendProcess, count: int) -> None:
-    """Wait until `count` stamp calls have reached the backend since its stats were reset."""
-    async with asyncio.timeout(30):
-        while len((await call_backend(backend.url, "stats"))["arrivals"]) < count:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)  # only the backend knows what reached it
-
-
+@pytest.mark.serial  # its assertion is a duration
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_a_cancel_starts_nothing_new_on_any_worker_within_a_second(
@@ -53,7 +48,7 @@ async def test_a_cancel_starts_nothing_new_on_any_worker_within_a_second(
     with worker_processes(settings, 2, tmp_path):
         await live_workers(redis, 3)
         batch_id = (await submit(client, stamps("demo_http", 300, 0.2), max_concurrency=12))["id"]
-        await backend_arrivals(http_backend, 12)
+        await until_at_backend(http_backend, "arrivals", 12)
         response = await client.post(f"/v1/batches/{batch_id}/cancel")
         acknowledged = time.time()
         assert response.status_code == 200 and response.json()["status"] in ("cancelling", "cancelled")
@@ -78,7 +73,7 @@ async def test_a_cancel_cuts_calls_still_in_flight_after_the_grace(
     settings = settings.model_copy(update={"cancel_grace_seconds": 0.3})
     async with running_service(settings) as service, httpx.AsyncClient(base_url=service.base_url) as client:
         batch_id = (await submit(client, stamps("demo_http", 5, 30), max_concurrency=3))["id"]
-        await backend_arrivals(http_backend, 3)
+        await until_at_backend(http_backend, "arrivals", 3)
         started = time.monotonic()
         assert (await client.post(f"/v1/batches/{batch_id}/cancel")).json()["status"] == "cancelling"
         document = await finished(client, batch_id, timeout=10)
@@ -123,9 +118,11 @@ async def test_a_finished_batch_is_gone_after_its_retention(client: httpx.AsyncC
     batch_id = (await submit(client, sleeps(1, 0), retention_seconds=1))["id"]
     document = await finished(client, batch_id)
     assert document["retention_seconds"] == 1 and document["expires_at"]
-    async with asyncio.timeout(10):
-        while (await client.get(f"/v1/batches/{batch_id}")).status_code == 200:  # noqa: ASYNC110
-            await asyncio.sleep(0.1)  # Redis expires keys on its own clock: nothing to wait on
+
+    async def gone() -> bool:
+        return (await client.get(f"/v1/batches/{batch_id}")).status_code == 404
+
+    await eventually(gone, what="the batch expired on Redis's own clock", timeout=10)
     assert (await client.get(f"/v1/batches/{batch_id}")).status_code == 404
     assert (await client.get(f"/v1/batches/{batch_id}/results")).status_code == 404
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 import redis.asyncio as aioredis
 
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from mcp_batch.store.overview import FORGET_SECONDS, Heartbeat
-from tests.support import running_api, running_worker
+from tests.support import eventually, running_api, running_worker
 
 
 async def redis_seconds(redis: aioredis.Redis) -> float:
@@ -65,9 +63,11 @@ async def test_an_idle_worker_beats_every_second(settings: Settings, redis: aior
     async with running_worker(settings) as worker:
         member = worker.ctx["state"].worker_id
         first = await redis.zscore(Keys().workers, member)
-        async with asyncio.timeout(5):
-            while await redis.zscore(Keys().workers, member) == first:  # noqa: ASYNC110 - the beat is only in Redis
-                await asyncio.sleep(0.05)
+
+        async def beaten() -> bool:
+            return await redis.zscore(Keys().workers, member) != first
+
+        await eventually(beaten, what="a second heartbeat", timeout=5)
 
 
 async def test_a_heartbeat_forgets_workers_silent_for_minutes(redis: aioredis.Redis) -> None:

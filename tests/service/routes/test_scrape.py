@@ -6,7 +6,6 @@ credential (a header from `${VAR}`) nor an argument value ever appears in a scra
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -17,7 +16,17 @@ import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.settings import Settings
-from tests.support import ServiceHandle, free_port, live_workers, metric, metric_samples, run_batch, running_api, submit
+from tests.support import (
+    ServiceHandle,
+    eventually,
+    free_port,
+    live_workers,
+    metric,
+    metric_samples,
+    run_batch,
+    running_api,
+    submit,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -104,13 +113,13 @@ async def test_the_worker_counts_its_running_jobs(
 
 async def worker_shows(service: ServiceHandle, jobs: int, in_flight: int) -> None:
     """Wait until the worker's endpoint shows this many running jobs and calls in flight to `demo`."""
-    async with asyncio.timeout(20):
-        while True:
-            scrape = await scrape_worker(service)
-            running = metric(scrape, "mcp_batch_worker_jobs_running")
-            if running == jobs and metric(scrape, "mcp_batch_calls_in_flight", server="demo") == in_flight:
-                return
-            await asyncio.sleep(0.05)  # the endpoint is the only signal
+
+    async def shown() -> bool:
+        scrape = await scrape_worker(service)
+        running = metric(scrape, "mcp_batch_worker_jobs_running")
+        return running == jobs and metric(scrape, "mcp_batch_calls_in_flight", server="demo") == in_flight
+
+    await eventually(shown, what=f"{jobs} jobs and {in_flight} calls in flight on the worker's endpoint", timeout=20)
 
 
 def keyed(settings: Settings, tmp_path: Path, **update: Any) -> Settings:

@@ -1,0 +1,74 @@
+"""The MCP front door: an agent batches calls to many backends in one tool call, over streamable HTTP at `/mcp`.
+
+Five tools (tools.py) over the same core as the REST routes, so a batch id works on either door. A client that
+declares the tasks extension may get a task for a long batch (tasks.py); with the proxy on, every backend tool is
+listed too (proxy.py). Stateless: any API replica answers any request.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+
+from mcp.server.context import ServerMiddleware
+from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import Route
+
+from mcp_batch.settings import Settings
+from mcp_batch.tenants import KeyRing
+from service.application.services import Services
+from service.auth import Authenticated
+from service.doors.mcp.proxy import ProxyTools
+from service.doors.mcp.tasks import BatchTasks, listen_gate
+from service.doors.mcp.tools import BatchTools
+from service.doors.mcp.unauthorized import jsonrpc_unauthorized
+
+_INSTRUCTIONS = (
+    "Batches of MCP tool calls to the backends this service is configured with (list_servers shows them and their "
+    "tools). Use call_tools_batch when one turn needs many calls; submit_batch + get_batch for long batches; "
+    "get_item for one result whole."
+)
+
+
+def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MCPServer:
+    """The MCP server whose tools run batches through `services()` (read per call: the lifespan builds them)."""
+    proxy = ProxyTools(services, settings) if settings.mcp_proxy else None
+    middleware: list[ServerMiddleware[object]] = [listen_gate]
+    if proxy is not None:
+        middleware.append(proxy.listing)
+    return MCPServer(
+        "mcp-batch",
+        version=importlib.metadata.version("mcp-batch"),  # the installed package's: serverInfo.version
+        instructions=_INSTRUCTIONS,
+        tools=list(BatchTools(services, settings).tools()),
+        log_level="WARNING",
+        extensions=[BatchTasks(services, settings, proxy)],
+        middleware=middleware,
+    )
+
+
+def mcp_routes(server: MCPServer, keyring: KeyRing | None, max_body_bytes: int) -> list[Route]:
+    """`/mcp` and `/mcp/`, both served by the server's streamable-HTTP transport.
+
+    Exact routes rather than a mount: a mount at /mcp would also swallow `/mcp/tools/call` (the Gumloop door) unless
+    it were registered after it, and the SDK client does not follow the slash redirect a mount answers `/mcp` with.
+    The session manager this creates must be run by the app's lifespan (`server.session_manager.run()`).
+    """
+    server.streamable_http_app(
+        # Stateless: no session lives in one API process, so any replica behind a load balancer answers any request
+        # (a batch's state is in Redis), and the tools never call back to the client.
+        stateless_http=True,
+        # The service's own ceiling: the app's BodyLimit answers past it, in JSON, before the SDK's (text/plain, at
+        # 4 MiB by default) could.
+        max_request_body_size=max_body_bytes,
+        # No Host/Origin allow-list. The SDK turns one on by default (its `host` argument defaults to 127.0.0.1), which
+        # answers 421 to every request that reaches the API under another name (0.0.0.0 behind a proxy or a DNS name).
+        # It would protect nothing here: the REST routes on the same port accept any Host, so a DNS-rebinding page
+        # could POST /v1/batches just the same. Host checking belongs in front of the whole app (the reverse proxy, or
+        # Starlette's TrustedHostMiddleware). POSTs must still be application/json (the SDK checks that regardless).
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    endpoint = Authenticated(StreamableHTTPASGIApp(server.session_manager), keyring, jsonrpc_unauthorized)
+    return [Route("/mcp", endpoint), Route("/mcp/", endpoint)]

@@ -1,0 +1,149 @@
+"""The gate a call passes before it reaches its backend: a concurrency lease, then a rate slot.
+
+The lease comes first so that a call holding a rate slot is never left waiting for a lease: calls reach the backend
+when their slot says, which is what keeps bursts within the limit at the backend itself. Within a process one lane
+per backend contends for leases at a time (FIFO), the others queue behind it locally; a released lease, published
+by whichever worker released it, wakes the contender at once.
+
+Every limiter call waits out a Redis outage (up to `outage_seconds`) instead of failing the call it admits: a call
+waiting for its slot keeps waiting, and a finished call's lease is still released once Redis is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Protocol
+
+from mcp_batch.backends.limits import Reservation, share_of
+from mcp_batch.backends.servers_file import Backend, RateLimit
+from mcp_batch.store.channels import Listener
+from mcp_batch.store.outage import REDIS_DOWN, with_redis_retry
+from worker import metrics
+
+logger = logging.getLogger(__name__)
+
+_FALLBACK_POLL = 1.0  # seconds: a lost release message costs at most this much
+
+
+class RateLimiting(Protocol):
+    async def reserve(
+        self, server: str, limit: RateLimit | None, max_wait: float, tenant: str | None = None
+    ) -> Reservation: ...
+
+    async def push_back(self, server: str, pause: float) -> None: ...
+
+
+class Leasing(Protocol):
+    def new_lease(self) -> str: ...
+
+    async def try_acquire(self, server: str, limit: int, lease: str, lease_seconds: float) -> float | None: ...
+
+    async def release(self, server: str, lease: str) -> None: ...
+
+
+class LimitWait(Exception):
+    """The backend's limits would make this call wait longer than it may."""
+
+    def __init__(self, what: str, wait: float) -> None:
+        super().__init__(f"{what} would take {wait:.1f}s, longer than the call may wait")
+        self.what = what
+        self.wait = wait
+
+
+@dataclass
+class Admission:
+    """How long a call waited at the gate."""
+
+    waited: float = 0.0
+
+
+class Gate:
+    """Admits calls to backends under their limits, shared with every other worker through Redis."""
+
+    def __init__(self, rate: RateLimiting, leases: Leasing, released: Listener, outage_seconds: float = 300.0) -> None:
+        self.rate = rate
+        self.leases = leases
+        self.released = released
+        self.outage_seconds = outage_seconds
+        self._contenders: dict[str, asyncio.Lock] = {}
+        self._paused_until: dict[str, float] = {}  # backends without a rate limit that answered 429 here
+
+    @asynccontextmanager
+    async def admit(
+        self,
+        server: str,
+        backend: Backend,
+        max_wait: float,
+        lease_seconds: float,
+        share: tuple[str, float] | None = None,
+    ) -> AsyncIterator[Admission]:
+        """Hold a lease and a rate slot for one call; LimitWait if either is further away than `max_wait`.
+
+        `share` (tenant, fraction): the call also takes a slot of that tenant's share of the backend's rate."""
+        start = time.monotonic()
+        lease = None
+        if backend.max_concurrency:
+            lease = await self._lease(server, backend.max_concurrency, lease_seconds, start + max_wait)
+        try:
+            wait = 0.0
+            if backend.rate_limit and share is not None:
+                tenant, fraction = share
+                mine = await self._reserve(server, share_of(backend.rate_limit, fraction), start, max_wait, tenant)
+                if not mine.granted:
+                    raise LimitWait("a slot of the tenant's share of the rate limit", mine.wait)
+                wait = mine.wait
+            if backend.rate_limit or self._paused_until.get(server, 0) > time.monotonic():
+                reservation = await self._reserve(server, backend.rate_limit, start, max_wait)
+                if not reservation.granted:
+                    raise LimitWait("a rate-limit slot", reservation.wait)
+                wait = max(wait, reservation.wait)
+            if wait > 0:
+                await asyncio.sleep(wait)
+            with metrics.admitted(server, waited := time.monotonic() - start):
+                yield Admission(waited)
+        finally:
+            if lease is not None:
+                await self._release(server, lease)
+
+    async def _reserve(
+        self, server: str, limit: RateLimit | None, start: float, max_wait: float, tenant: str | None = None
+    ) -> Reservation:
+        def reserve() -> Awaitable[Reservation]:
+            remaining = max(0.0, max_wait - (time.monotonic() - start))  # time spent in an outage counts
+            return self.rate.reserve(server, limit, remaining, tenant)
+
+        return await with_redis_retry(reserve, outage=self.outage_seconds)
+
+    async def refused(self, server: str, pause: float) -> None:
+        """The backend answered 429: hold every worker's calls to it back for `pause` seconds."""
+        self._paused_until[server] = time.monotonic() + pause
+        await with_redis_retry(lambda: self.rate.push_back(server, pause), outage=self.outage_seconds)
+
+    async def _release(self, server: str, lease: str) -> None:
+        try:
+            await with_redis_retry(lambda: self.leases.release(server, lease), outage=self.outage_seconds)
+        except REDIS_DOWN:  # the call itself is done and its result must not be lost for this
+            logger.warning("could not release a lease on %s while Redis was down; it expires by itself", server)
+
+    async def _lease(self, server: str, limit: int, lease_seconds: float, deadline: float) -> str:
+        lease = self.leases.new_lease()
+        async with self._contenders.setdefault(server, asyncio.Lock()):
+            with self.released.watch(server) as released:
+                while True:
+                    released.clear()
+                    expires_in = await with_redis_retry(
+                        lambda: self.leases.try_acquire(server, limit, lease, lease_seconds), outage=self.outage_seconds
+                    )
+                    if expires_in is None:
+                        return lease
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise LimitWait("a concurrency lease", expires_in)
+                    with suppress(TimeoutError):
+                        async with asyncio.timeout(min(expires_in + 0.01, _FALLBACK_POLL, remaining)):
+                            await released.wait()
