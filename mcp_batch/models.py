@@ -332,6 +332,12 @@ class BatchDocument(BaseModel):
     retry_of: str | None = Field(
         None, description="The batch whose unsuccessful items this one reruns (POST /v1/batches/{id}/retry)."
     )
+    settings_from: dict[str, str] | None = Field(
+        None,
+        description="A retry's: for each setting (each option of a submit, and `timeout_seconds`), the id of the batch "
+        "it came from: the retry's own when its body set it, else the batch it was kept from. Null for a batch that is "
+        "not a retry (its settings are its own).",
+    )
     webhook: WebhookState | None = Field(
         None, description="The completion webhook's delivery, when the batch asked for one; else null."
     )

@@ -116,7 +116,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: it sees the 503s, 421s and 401s too
     for router in routers:
         app.include_router(router)
-    app.router.routes.extend(mcp_routes(mcp, keyring))  # the MCP endpoint at /mcp (and /mcp/)
+    app.router.routes.extend(mcp_routes(mcp, keyring, settings.max_body_bytes))  # the MCP endpoint at /mcp (and /mcp/)
     return app
 
 

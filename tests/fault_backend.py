@@ -1,6 +1,7 @@
 """The tests' backend: the demo backend (demo/server.py) plus the tools a test drives faults with.
 
-Tallies (`stats`), arrivals and calls in flight (`stamp`), invocations that ran twice (`tally`, `tally_write`), HTTP
+Tallies (`stats`), arrivals and calls in flight (`stamp`), invocations that ran twice (`tally`, `tally_write`; and
+`a__write`, a read whose name holds the MCP door's proxy separator), HTTP
 statuses on demand (`refuse_next`, `fail_next`), a process that dies (`crash`), garbage on stdout (`garble`), a backend
 that stops answering (`hang`), answers full of terminal escapes (`hostile`), and, as command-line options, a token
 it requires and a banner before serving; with OTEL_* variables set it exports the MCP SDK's server spans (as
@@ -65,6 +66,13 @@ async def tally_write(key: str, seconds: float = 0.0) -> str:
     _tallies[key] = _tallies.get(key, 0) + 1
     await asyncio.sleep(seconds)
     return key
+
+
+@server.tool(name="a__write", annotations=READ)
+def read_named_with_the_separator(key: str) -> str:
+    """A read whose name holds the MCP door's proxy separator (`__`): count this key's invocations (see `stats`)."""
+    _tallies[key] = _tallies.get(key, 0) + 1
+    return f"read {key}"
 
 
 @server.tool(annotations=READ)

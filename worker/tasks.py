@@ -98,7 +98,10 @@ class _Shard:
             self.handed_back.append((lane.claim.index if lane.claim else -1, lane.dispatched))
             return None
         phase = "while the call was in flight" if lane.dispatched else "before the call was sent"
-        return build(status, error=error_info(code, f"{what} {phase}", "batch"))
+        recovered = lane.claim is not None and lane.claim.recovered
+        if recovered and not lane.dispatched:  # not sent here, but maybe by the worker that stopped holding it
+            phase = "before the call was sent again (the worker first running it stopped mid-call: it may have run)"
+        return build(status, error=error_info(code, f"{what} {phase}", "batch"), recovered=recovered)
 
 
 async def run_batch(ctx: dict[str, Any], batch_id: str, shard: int = 0, generation: int = 0) -> None:
@@ -117,6 +120,7 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
     if not await store.leases.renew(batch_id, job):
         logger.info("job %s was taken over before it started; nothing to do", job)
         return
+    await store.leases.started(batch_id, job, state.worker_id)
     try:
         meta = await store.reads.meta(batch_id)
     except BatchNotFound:

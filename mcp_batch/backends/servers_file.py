@@ -1,6 +1,7 @@
 """The servers file (`mcpServers` JSON): parse, validate, interpolate `${VAR}`; the backend registry.
 
-A bad file stops start-up with one message naming the server and the field; there is no half-configured start.
+A bad file stops start-up with one message naming the server and the field; there is no half-configured start. Two
+servers whose tools the MCP door's proxy could give the same name (`evil` and `evil__a`) stop it too.
 Header and env values are held as secrets so they never reach a repr, a log line or a response.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +21,8 @@ from mcp_batch.models import BackendLimits, ServerInfo
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+# The MCP door's proxy names a server's tool `<server>__<tool>` (service/doors/mcp_proxy.py).
+PROXY_SEPARATOR = "__"
 
 
 class RateLimit(BaseModel):
@@ -156,6 +159,20 @@ class Registry:
         )
 
 
+def proxy_clash(names: Iterable[str]) -> tuple[str, str] | None:
+    """Two servers whose tools' proxied names could be the same, or None.
+
+    `<a>__<x>` and `<b>__<y>` (a != b) can be one name only when `b` is `a` followed by `_` (`x` = `_` + `y`), or
+    by `__` and more (`b` = `a__q`, `x` = `q__y`); without such a pair each proxied name has one server and one tool,
+    whatever the tools are called (a tool's own `__` included)."""
+    ordered = sorted(names)
+    for name in ordered:
+        for other in ordered:
+            if other == name + "_" or other.startswith(name + PROXY_SEPARATOR):
+                return name, other
+    return None
+
+
 def parse_servers(text: str, env: Mapping[str, str], source: str = "servers file") -> Registry:
     """Parse the text of a servers file into a registry, or raise one ConfigError saying what is wrong."""
     try:
@@ -167,6 +184,14 @@ def parse_servers(text: str, env: Mapping[str, str], source: str = "servers file
     extra = sorted(set(data) - {"mcpServers"})
     if extra:
         raise ConfigError(f"{source}: unknown top-level field {extra[0]!r}")
+    clash = proxy_clash(data["mcpServers"])
+    if clash is not None:
+        first, second = clash
+        raise ConfigError(
+            f"{source}: servers {first!r} and {second!r} cannot both be configured: the MCP door names a tool "
+            f"'<server>{PROXY_SEPARATOR}<tool>', and a tool of {first!r} could then have the name of a tool of "
+            f"{second!r} (rename one: no server's name may be another's followed by '_' or '{PROXY_SEPARATOR}')"
+        )
     return Registry({name: _parse_server(name, raw, env) for name, raw in data["mcpServers"].items()})
 
 

@@ -133,10 +133,10 @@ class AsyncClient:
         response = await self._send("POST", f"{wire.batch_path(batch_id)}/cancel")
         return BatchDocument.model_validate_json(response.content)
 
-    async def retry(self, batch_id: str, *, idempotency_key: str | None = None) -> BatchDocument:
+    async def retry(self, batch_id: str, *, idempotency_key: str | None = None, **settings: Any) -> BatchDocument:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        path = f"{wire.batch_path(batch_id)}/retry"
-        response = await self._send("POST", path, headers=headers, retry_503=bool(headers))
+        path, body = f"{wire.batch_path(batch_id)}/retry", wire.retry_body(settings)
+        response = await self._send("POST", path, json=body, headers=headers, retry_503=bool(headers))
         return BatchDocument.model_validate_json(response.content)
 
     async def list(

@@ -148,10 +148,12 @@ class Client:
         """Cancel: nothing new starts; Conflict (with `batch_status`) when the batch has already ended."""
         return BatchDocument.model_validate_json(self._send("POST", f"{wire.batch_path(batch_id)}/cancel").content)
 
-    def retry(self, batch_id: str, *, idempotency_key: str | None = None) -> BatchDocument:
-        """A new batch of a finished batch's items that did not succeed (its `retry_of` names this one)."""
+    def retry(self, batch_id: str, *, idempotency_key: str | None = None, **settings: Any) -> BatchDocument:
+        """A new batch of a finished batch's items that did not succeed (its `retry_of` names this one), with the
+        batch's settings but those given here (`deadline_seconds=None`: none; `timeout_seconds`: every call's)."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        response = self._send("POST", f"{wire.batch_path(batch_id)}/retry", headers=headers, retry_503=bool(headers))
+        path, body = f"{wire.batch_path(batch_id)}/retry", wire.retry_body(settings)
+        response = self._send("POST", path, json=body, headers=headers, retry_503=bool(headers))
         return BatchDocument.model_validate_json(response.content)
 
     def list(

@@ -24,6 +24,7 @@ from mcp_batch.client.errors import (
     service_error,
 )
 from mcp_batch.models import BatchRequest, Call
+from mcp_batch.retry_request import RetryRequest
 from mcp_batch.webhook_urls import URL_HEADER as WEBHOOK_URL_HEADER
 
 DEFAULT_TIMEOUT = 30.0
@@ -55,6 +56,21 @@ def batch_body(batch: BatchInput, options: Mapping[str, Any]) -> dict[str, Any]:
         message = "not a valid batch: " + "; ".join(p.describe() for p in problems)
         raise InvalidRequest(message, 422, "", None, problems) from None
     return fields
+
+
+def retry_body(settings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The body of a retry: the settings given (None included: a submit's default), checked here first; None when
+    none is given (every setting kept)."""
+    if not settings:
+        return None
+    try:
+        RetryRequest.model_validate(settings)
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False)
+        problems = [Problem(tuple(e["loc"]), e["msg"], e["type"]) for e in errors]
+        message = "not a valid retry: " + "; ".join(p.describe() for p in problems)
+        raise InvalidRequest(message, 422, "", None, problems) from None
+    return dict(settings)
 
 
 def upload_params(options: Mapping[str, Any]) -> dict[str, str]:

@@ -7,7 +7,8 @@ matching status, and once it has ended every item without a record has it.
 
 An item's `seq` is its place in finish order, stored with its record. Once the batch has ended, the items that never
 finished take theirs after every finished one (`BatchRow.unrun_seq`), so every item of an ended batch has exactly
-one seq, 1 to `total`.
+one seq, 1 to `total`. Of those claimed but never finished, one a stopped worker had in flight (`BatchRow.lost`)
+carries an `interrupted` error: it may have run.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_batch.contract import plain_items
+from mcp_batch.contract import plain_items, retry_settings
 from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.models import (
     FAILED_ITEM,
@@ -25,7 +26,7 @@ from mcp_batch.models import (
     Counts,
     ItemStatus,
 )
-from mcp_batch.records import iso
+from mcp_batch.records import error_info, iso
 from mcp_batch.store.batch_row import LIMITS, BatchRow
 from mcp_batch.store.reads import Ended, ItemRead, PageRead
 
@@ -54,11 +55,36 @@ def in_finish_order(row: BatchRow, ended: list[Ended]) -> list[PlainItem]:
     ]
 
 
+# Why a call a stopped worker had in flight never finished, by the batch's halt.
+_HALTED_WHY = {
+    "cancel": "the batch was cancelled",
+    "expire": "the batch's deadline passed",
+    "stop": "the batch stopped (on_error: stop)",
+}
+
+
+def _unrun(head: Mapping[str, Any], row: BatchRow, status: str, seq: int | None) -> PlainItem:
+    """An item without a record, with `status`; one a stopped worker had in flight says it may have run, and whose
+    it was."""
+    fields: dict[str, Any] = {**head, "status": status, "seq": seq}
+    worker = row.lost.get(head["index"])
+    if worker is not None:
+        why = _HALTED_WHY.get(row.halt or "", "the batch ended")
+        message = (
+            f"the worker running this call stopped while it was in flight, and {why} before another worker took "
+            "it over: the call may or may not have run"
+        )
+        fields["error"] = error_info("interrupted", message, "batch", may_have_run=True)
+        if worker:
+            fields["worker"] = worker
+    return plain_items.item(fields)
+
+
 def unrun_item(head: Mapping[str, Any], row: BatchRow) -> PlainItem:
     """An item of an ended batch that never finished (`head`: its call's index, id, server, tool), as the document
     shows it."""
     status = HALTED.get(row.halt or "", ItemStatus.pending)
-    return plain_items.item({**head, "status": status.value, "seq": row.unrun_seq(head["index"])})
+    return _unrun(head, row, status.value, row.unrun_seq(head["index"]))
 
 
 def page_items(row: BatchRow, heads: list[dict[str, Any]], records: Mapping[int, bytes]) -> list[PlainItem]:
@@ -75,7 +101,7 @@ def page_items(row: BatchRow, heads: list[dict[str, Any]], records: Mapping[int,
         elif index < claimed and not ended:
             items.append(plain_items.item({**head, "status": ItemStatus.running.value}))
         elif ended:
-            items.append(plain_items.item({**head, "status": rest, "seq": row.unrun_seq(index)}))
+            items.append(_unrun(head, row, rest, row.unrun_seq(index)))
         else:
             items.append(plain_items.item({**head, "status": rest}))
     return items
@@ -127,5 +153,6 @@ def summary(batch_id: str, row: BatchRow, offset: int, shown: int, failed: list[
         finished_at=iso(end),
         elapsed_seconds=round((end if end is not None else time.time()) - row.created_at, 6),
         retry_of=row.retry_of,
+        settings_from=retry_settings.settings_from(batch_id, row),
         webhook=row.webhook,
     )

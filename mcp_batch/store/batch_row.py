@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -97,6 +97,11 @@ class BatchRow:
     counts: dict[ItemStatus, int]  # finished items by status
     webhook: WebhookState | None
     orphaned: tuple[int, ...] = ()  # once ended: claimed items that never finished, in index order
+    deadline_seconds: float | None = None  # the deadline as submitted (a retry counts it from its own submit)
+    settings_from: dict[str, str] | None = None  # a retry's: each setting it kept, and the batch it came from
+    # Items a take-over found in flight on a stopped worker (which may have sent them): index -> that worker ('' if
+    # unknown); the hash's `lost:<index>`, copied from the job's `runner:<job>`. One here without a record may have run.
+    lost: dict[int, str] = field(default_factory=dict)
 
     @property
     def ended_items(self) -> int:
@@ -177,6 +182,9 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         counts={s: int(m.get(f"n:{s.value}", 0)) for s in ItemStatus},
         webhook=webhook,
         orphaned=tuple(int(i) for i in m["orphaned"].split(",")) if m.get("orphaned") else (),
+        deadline_seconds=_float(m.get("deadline_seconds")),
+        settings_from=json.loads(m["settings_from"]) if "settings_from" in m else None,
+        lost={int(k[5:]): v for k, v in m.items() if k.startswith("lost:")},
     )
 
 
@@ -195,7 +203,8 @@ def new_row(
     links: Mapping[str, str | None],
 ) -> dict[str, Any]:
     """The hash of a batch just submitted. `tenant_counts`: the keys of its tenant's unfinished items and of when its
-    stored bytes are released; `links` (retry_of, idempotency_key, webhook_url, traceparent) are written when set."""
+    stored bytes are released; `links` (retry_of, settings_from, idempotency_key, webhook_url, traceparent) are
+    written when set."""
     fields: dict[str, Any] = {
         "status": BatchStatus.queued.value,
         "mode": request.mode.value,
@@ -219,6 +228,7 @@ def new_row(
     if rate_share is not None:
         fields["rate_share"] = repr(rate_share)
     if request.deadline_seconds is not None:
+        fields["deadline_seconds"] = repr(request.deadline_seconds)
         fields["deadline_at"] = repr(now + request.deadline_seconds)
     return fields | {name: value for name, value in links.items() if value is not None}
 

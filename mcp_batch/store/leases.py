@@ -18,6 +18,12 @@ from mcp_batch.keys import Keys
 from mcp_batch.models import BatchStatus
 from mcp_batch.store.scripts import CANCEL, EXPIRE, RENEW, TAKE_OVER, batch_args, batch_keys
 
+# A shard job started on a worker: the batch names the worker (`runner:<job>`), for the items a take-over (TAKE_OVER)
+# finds it had in flight. KEYS: 1 meta. ARGV: 1 job, 2 worker. Nothing is written for a batch that is gone.
+_STARTED = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'runner:' .. ARGV[1], ARGV[2]) end
+"""
+
 
 @dataclass(frozen=True)
 class CancelOutcome:
@@ -44,6 +50,7 @@ class Leases:
         self._cancel = redis.register_script(CANCEL)
         self._expire = redis.register_script(EXPIRE)
         self._renew = redis.register_script(RENEW)
+        self._started = redis.register_script(_STARTED)
 
     def _script_keys(self, batch_id: str) -> list[str]:
         return batch_keys(self.keys, batch_id)
@@ -55,6 +62,11 @@ class Leases:
         """Start or renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""
         keys = [self.keys.jobs, self.keys.unfinished, *self.keys.batch_keys(batch_id)]
         return bool(await self._renew(keys, [job, self.lease_ms, self.live_ms, batch_id]))
+
+    async def started(self, batch_id: str, job: str, worker: str) -> None:
+        """Record which worker runs a shard job: items a take-over finds it had in flight name it, should they never
+        finish (their batch halted before another worker took them over)."""
+        await self._started([self.keys.batch(batch_id)], [job, worker])
 
     async def release(self, batch_id: str, job: str) -> str:
         """A shard job ran out of items: drop its lease. Claims it still holds were lost with their replies (Redis

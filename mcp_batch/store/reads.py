@@ -119,6 +119,11 @@ class Reads:
             raise BatchNotFound(batch_id)
         return row
 
+    async def webhook_url(self, batch_id: str) -> str | None:
+        """The batch's webhook URL (a secret: read for a retry to keep it, never shown), or None."""
+        raw = await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "webhook_url"))
+        return None if raw is None else raw.decode()
+
     async def page_facts(self, batch_id: str) -> tuple[int, str]:
         """What reading a page needs first: the batch's response_max_bytes and its tenant."""
         fields = ["response_max_bytes", "tenant"]

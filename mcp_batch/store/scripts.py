@@ -264,7 +264,8 @@ redis.call('DEL', KEYS[14], KEYS[15])
 local clean = {}
 for i in string.gmatch(ARGV[9], '%d+') do clean[i] = true end
 local held = redis.call('HGETALL', KEYS[7])
-local moved = 0
+local moved, lost = 0, {}
+local runner = redis.call('HGET', KEYS[1], 'runner:' .. ARGV[4]) or ''
 for i = 1, #held, 2 do
   if held[i + 1] == ARGV[4] then
     redis.call('HDEL', KEYS[7], held[i])
@@ -273,10 +274,15 @@ for i = 1, #held, 2 do
       redis.call('RPUSH', KEYS[8], held[i] .. ':' .. (fresh and '0' or '1'))
       redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[8]))
       moved = moved + 1
+      -- It may have reached its backend: the item says so, and whose it was, if it never finishes.
+      if not fresh then lost[#lost + 1] = 'lost:' .. held[i]; lost[#lost + 1] = runner end
     end
   end
 end
-if moved > 0 and redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBY', KEYS[1], 'orphans', moved) end
+if moved > 0 and redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'orphans', moved)
+  if #lost > 0 then redis.call('HSET', KEYS[1], unpack(lost)) end
+end
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status or TERMINAL[status] then return 'done' end
 local halt = redis.call('HGET', KEYS[1], 'halt')

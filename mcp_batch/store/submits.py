@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import cast
 
 from redis.asyncio import Redis
@@ -54,10 +55,12 @@ class Submits:
         retry_after: int = 5,
         max_unfinished_items: int = UNCAPPED,
         tenant_max_unfinished_items: int | None = None,
+        settings_from: Mapping[str, str] | None = None,
     ) -> str:
         """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing. `jobs` are its shard jobs,
         leased from now (a job lost before it is queued is taken over when its lease lapses); `traceparent`, the
-        submit's span, is the parent of the workers' spans.
+        submit's span, is the parent of the workers' spans. `settings_from`: a retry's, each setting it kept and the
+        batch it came from.
 
         The ceilings, checked in the same atomic step that stores the batch (nothing is stored past one, and a 429
         after `retry_after` is raised): `max_unfinished_items`, the service's unfinished items, and
@@ -84,6 +87,7 @@ class Submits:
             rate_share=rate_share,
             links={
                 "retry_of": retry_of,
+                "settings_from": None if settings_from is None else json.dumps(dict(settings_from)),
                 "idempotency_key": idempotency_key,
                 "webhook_url": request.webhook_url,
                 "traceparent": traceparent,

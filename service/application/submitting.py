@@ -14,15 +14,17 @@ from typing import Any, TypeVar
 from mcp_batch import shards
 from mcp_batch.contract.checks import Bounds, Refusal, precheck
 from mcp_batch.contract.references import any_may_reference
+from mcp_batch.contract.retry_settings import annotate
 from mcp_batch.contract.validation import validate_batch
 from mcp_batch.contract.webhook_policy import WebhookPolicy
-from mcp_batch.errors import InvalidCursor
+from mcp_batch.errors import Forbidden, InvalidBatch, InvalidCursor, Problem
 from mcp_batch.models import BatchRequest, DryRun, DryRunItem, ItemError, ItemStatus
 from mcp_batch.ops import tracing
+from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency, overview
 from mcp_batch.store.submits import new_batch_id
 from mcp_batch.tenants import ANYONE, Caller, authorize
-from service.application.retry import retry_request
+from service.application.retry import Lineage, retry_request
 from service.application.services import Services
 
 
@@ -58,7 +60,7 @@ async def _store_and_queue(
     request: BatchRequest,
     caller: Caller,
     concurrency: int,
-    retry_of: str | None = None,
+    lineage: Lineage | None = None,
     idempotency_key: str | None = None,
 ) -> str:
     """Store a validated batch (of this max_concurrency) atomically under the caller's tenant, queue the shard jobs,
@@ -81,7 +83,8 @@ async def _store_and_queue(
         limits,
         batch_id,
         jobs,
-        retry_of=retry_of,
+        retry_of=lineage.retry_of if lineage else None,
+        settings_from=lineage.settings_from if lineage else None,
         idempotency_key=idempotency_key,
         tenant=caller.tenant,
         rate_share=caller.rate_share,
@@ -107,7 +110,7 @@ async def submit(
     request: BatchRequest,
     caller: Caller = ANYONE,
     key: str | None = None,
-    retry_of: str | None = None,
+    lineage: Lineage | None = None,
 ) -> Submitted:
     """Submit, unless the Idempotency-Key `key` already made a batch for the same request.
 
@@ -115,24 +118,24 @@ async def submit(
     batch could not be stored. The same key with another request: IdempotencyConflict.
     """
     with tracing.submit_span(len(request.calls)) as span:
-        submitted = await _submit(services, request, caller, key, retry_of)
+        submitted = await _submit(services, request, caller, key, lineage)
         tracing.submitted(span, submitted.batch_id, submitted.created)
         return submitted
 
 
 async def _submit(
-    services: Services, request: BatchRequest, caller: Caller, key: str | None, retry_of: str | None
+    services: Services, request: BatchRequest, caller: Caller, key: str | None, lineage: Lineage | None
 ) -> Submitted:
     concurrency = await _off_loop_if_large(len(request.calls), validate, services, request, caller)
     if key is None:
-        return Submitted(await _store_and_queue(services, request, caller, concurrency, retry_of), True)
-    body = request.model_dump(mode="json") if retry_of is None else {"retry_of": retry_of}
+        return Submitted(await _store_and_queue(services, request, caller, concurrency, lineage), True)
+    body = request.model_dump(mode="json") if lineage is None else lineage.fingerprint()
     keys = services.store.idempotency
     held = await keys.claim(key, idempotency.fingerprint(body), caller.tenant)
     if held.batch_id is not None:
         return Submitted(held.batch_id, False)
     try:
-        batch_id = await _store_and_queue(services, request, caller, concurrency, retry_of, idempotency_key=held.name)
+        batch_id = await _store_and_queue(services, request, caller, concurrency, lineage, idempotency_key=held.name)
     except BaseException:
         await keys.release(held)
         raise
@@ -140,10 +143,25 @@ async def _submit(
     return Submitted(batch_id, True)
 
 
-async def retry(services: Services, batch_id: str, caller: Caller = ANYONE, key: str | None = None) -> Submitted:
-    """A new batch of the finished batch's items that did not succeed, linked by `retry_of`."""
-    request = await retry_request(services.store, batch_id)
-    return await submit(services, request, caller, key, retry_of=batch_id)
+async def retry(
+    services: Services, batch_id: str, caller: Caller = ANYONE, key: str | None = None, body: RetryRequest | None = None
+) -> Submitted:
+    """A new batch of the finished batch's items that did not succeed, linked by `retry_of`, with the batch's
+    settings but those `body` sets; checked as a submit is (a fault of a kept setting names the batch it came from)."""
+    planned = await retry_request(services.store, batch_id, body)
+    inherited = planned.lineage.settings_from
+    try:
+        return await submit(services, planned.request, caller, key, planned.lineage)
+    except InvalidBatch as exc:
+        if isinstance(exc, InvalidCursor):
+            raise
+        raise InvalidBatch(_kept_from(exc.problems, inherited)) from None
+    except Forbidden as exc:
+        raise Forbidden(_kept_from(exc.problems, inherited)) from None
+
+
+def _kept_from(problems: list[Problem], inherited: dict[str, str]) -> list[Problem]:
+    return [Problem(p.loc, annotate(p.loc, p.msg, inherited), p.type) for p in problems]
 
 
 async def dry_run(services: Services, request: BatchRequest, caller: Caller = ANYONE) -> DryRun:

@@ -20,6 +20,7 @@ from mcp_batch.models import (
     ItemPage,
     ItemStatus,
 )
+from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency
 from service.application import reading, submitting
 from service.application.services import Services
@@ -93,10 +94,13 @@ async def retry_batch(
     services: ServicesDep,
     caller: CallerDep,
     response: Response,
+    body: RetryRequest | None = None,
     idempotency_key: IdempotencyKey = None,
 ) -> BatchDocument:
-    """The items whose status is not `ok`, in order, with their ids and the batch's settings; `retry_of` links back."""
-    return await _submitted(services, response, await submitting.retry(services, batch_id, caller, idempotency_key))
+    """The items whose status is not `ok`, in order, each call whole (arguments, cursor, timeout), with the batch's
+    settings but those the optional body sets; `retry_of` links back and `settings_from` says where each came from."""
+    submitted = await submitting.retry(services, batch_id, caller, idempotency_key, body)
+    return await _submitted(services, response, submitted)
 
 
 async def _submitted(services: Services, response: Response, submitted: submitting.Submitted) -> BatchDocument:

@@ -92,7 +92,7 @@ def fuzzed_document() -> dict[str, Any]:
     """The document less `webhook_url`: a URL is taken only under the deployment's allow-list, which no schema can
     state (and this service has none, so it refuses every one); and less the submit's JSON Lines form."""
     document = copy.deepcopy(DOCUMENT)
-    for name in ("BatchRequest",):
+    for name in ("BatchRequest", "RetryRequest"):
         del document["components"]["schemas"][name]["properties"]["webhook_url"]
     # Nor the submit's query options: taken only with a JSON Lines body (a rule across query and content type)
     for path in ("/v1/batches", "/v1/batches:validate"):

@@ -156,6 +156,6 @@ async def test_retry_of_ten_thousand_items_picks_the_ones_that_did_not_succeed(r
             )
         )
     assert (await store.reads.status(batch_id)) == "completed"
-    request = await retry_request(store, batch_id)
+    request = (await retry_request(store, batch_id)).request
     assert [c.id for c in request.calls] == [f"c{i}" for i in range(10_000) if i % 10 in statuses]
     assert request.calls[0].arguments == {"i": 3} and request.max_concurrency == 16

@@ -20,6 +20,7 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
+from mcp_batch import shards
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from tests.support import (
@@ -110,6 +111,64 @@ async def test_a_batch_survives_a_worker_killed_mid_batch_and_repeats_no_write(
     assert all(item["worker"] != worker_id(victim) for item in recovered)
     assert worker_id(survivor) in {item["worker"] for item in recovered}
     print(f"completed {time.time() - killed_at:.1f}s after the kill; {len(recovered)} items recovered")
+
+
+async def test_calls_at_the_backend_when_their_worker_was_killed_and_the_batch_cancelled_say_they_may_have_run(
+    api: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis, fresh_backend: HttpBackendProcess, tmp_path: Path
+) -> None:
+    settings = settings.model_copy(update={"lease_seconds": 2.0, "sweep_seconds": 0.2})
+    with worker_processes(settings, 1, tmp_path) as (victim,):
+        batch_id = (await submit(api, tallies(4, 30), max_concurrency=4, read_only=False))["id"]
+
+        async def at_the_backend() -> bool:
+            return len((await call_backend(fresh_backend.url, "stats"))["tallies"]) == 4
+
+        await eventually(at_the_backend, what="the 4 calls to reach the backend")
+        victim.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(victim.wait, 10)
+    cancelled = await api.post(f"/v1/batches/{batch_id}/cancel")
+    assert cancelled.json()["status"] == "cancelling"  # the killed worker's calls are still in flight for all it knows
+    async with running_worker(settings):  # its sweep finds the lapsed lease; the take-over ends the batch
+        document = await finished(api, batch_id, timeout=30)
+    assert document["status"] == "cancelled" and document["counts"]["cancelled"] == 4
+    for item in await all_results(api, batch_id):
+        assert item["status"] == "cancelled" and item["worker"] == worker_id(victim), item
+        assert item["error"]["code"] == "interrupted" and item["error"]["details"] == {"may_have_run": True}, item
+        assert "may or may not have run" in item["error"]["message"]
+    assert set((await call_backend(fresh_backend.url, "stats"))["tallies"].values()) == {1}  # each ran, once
+
+
+async def test_a_taken_over_call_cut_by_a_cancel_before_it_was_sent_again_says_it_may_have_run(
+    api: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis, fresh_backend: HttpBackendProcess, tmp_path: Path
+) -> None:
+    servers = {"slow": {"url": fresh_backend.url, "rate_limit": {"per_minute": 1, "burst": 1}}}
+    (tmp_path / "slow.json").write_text(json.dumps({"mcpServers": servers}))
+    update = {"servers": tmp_path / "slow.json", "lease_seconds": 2.0, "sweep_seconds": 0.2, "cancel_grace_seconds": 0}
+    settings = settings.model_copy(update=update)
+    calls = [{"id": "first", "server": "slow", "tool": "tally", "arguments": {"key": "first", "seconds": 30}}]
+    with worker_processes(settings, 1, tmp_path) as (victim,):
+        batch_id = (await submit(api, calls))["id"]
+
+        async def at_the_backend() -> bool:
+            return bool((await call_backend(fresh_backend.url, "stats"))["tallies"])
+
+        await eventually(at_the_backend, what="the call to reach the backend")
+        victim.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(victim.wait, 10)
+    # The survivor takes the read over (the victim's 2 s lease lapsed) under a lease of its own that a slow machine
+    # cannot let lapse too; it sends the call again only once the backend's next slot comes, a minute on.
+    async with running_worker(settings.model_copy(update={"lease_seconds": 30.0})):
+
+        async def recovered() -> bool:  # the replacement job holds it now
+            held = await redis.hvals(Keys().inflight(batch_id))
+            return held == [shards.job_id(batch_id, 0, 1).encode()]
+
+        await eventually(recovered, what="the survivor to claim the call again")
+        await api.post(f"/v1/batches/{batch_id}/cancel")
+        document = await finished(api, batch_id, timeout=30)
+    item = document["results"][0]
+    assert (item["status"], item["recovered"], item["error"]["code"]) == ("cancelled", True, "cancelled"), item
+    assert "it may have run" in item["error"]["message"]
 
 
 async def test_sigterm_lets_calls_in_flight_finish_and_hands_the_rest_back_at_once(

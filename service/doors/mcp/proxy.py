@@ -3,19 +3,22 @@
 Turned on by `MCP_BATCH_MCP_PROXY` and, per key, by the keys file's `proxy` right (with auth off, everyone has it).
 `tools/list` shows the batch tools, then each visible backend tool with the backend's own input and output schema,
 title, description and annotations, read from the tools catalog (Redis), a page of `mcp_proxy_page_size` at a time.
-A key without `write` sees only read-only tools. A `tools/call` of one runs as a batch of one (`BatchTasks` does it,
-see tasks.py), so it queues under the backend's limits and the tenant's share like any batch.
+Names are unambiguous: the servers file admits no two servers whose tools could share one (`evil` and `evil__a`),
+so each listed name calls the very tool it lists. A key without `write` sees only read-only tools. A `tools/call`
+of one runs as a batch of one (`BatchTasks` does it, see tasks.py), so it queues under the backend's limits and
+the tenant's share like any batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, Tool, ToolAnnotations
 
+from mcp_batch.backends.servers_file import PROXY_SEPARATOR as SEPARATOR
 from mcp_batch.models import ToolInfo
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import Caller
@@ -23,12 +26,21 @@ from service.application.direct_calls import visible_tools
 from service.application.services import Services
 from service.auth import current_caller
 
-SEPARATOR = "__"
 _CURSOR = "proxy:"
 
 
 def proxied_name(server: str, tool: str) -> str:
     return f"{server}{SEPARATOR}{tool}"
+
+
+def split_name(name: str, servers: Iterable[str]) -> tuple[str, str] | None:
+    """(server, tool) of a proxied name, or None. The servers file admits no two servers a name could belong to
+    (servers_file.proxy_clash), so a name listed for one server's tool always comes back to that tool."""
+    found = [server for server in servers if name.startswith(server + SEPARATOR)]
+    if len(found) != 1:
+        return None
+    tool = name[len(found[0]) + len(SEPARATOR) :]
+    return (found[0], tool) if tool else None
 
 
 def _listed(server: str, info: ToolInfo) -> Tool:
@@ -57,12 +69,7 @@ class ProxyTools:
         """
         if not caller.proxy or SEPARATOR not in name:
             return None
-        servers = [s for s in self._services().registry.names if name.startswith(s + SEPARATOR)]
-        if not servers:
-            return None
-        server = max(servers, key=len)  # a server name may itself hold "__"; the longest match is the one meant
-        tool = name[len(server) + len(SEPARATOR) :]
-        return (server, tool) if tool else None
+        return split_name(name, self._services().registry.names)
 
     async def listing(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Middleware: `tools/list` pages through the batch tools, then the proxied ones.

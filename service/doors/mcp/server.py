@@ -7,6 +7,7 @@ listed too (proxy.py). Stateless: any API replica answers any request.
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Callable
 
 from mcp.server.context import ServerMiddleware
@@ -39,6 +40,7 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
         middleware.append(proxy.listing)
     return MCPServer(
         "mcp-batch",
+        version=importlib.metadata.version("mcp-batch"),  # the installed package's: serverInfo.version
         instructions=_INSTRUCTIONS,
         tools=list(BatchTools(services, settings).tools()),
         log_level="WARNING",
@@ -47,7 +49,7 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
     )
 
 
-def mcp_routes(server: MCPServer, keyring: KeyRing | None) -> list[Route]:
+def mcp_routes(server: MCPServer, keyring: KeyRing | None, max_body_bytes: int) -> list[Route]:
     """`/mcp` and `/mcp/`, both served by the server's streamable-HTTP transport.
 
     Exact routes rather than a mount: a mount at /mcp would also swallow `/mcp/tools/call` (the Gumloop door) unless
@@ -58,6 +60,9 @@ def mcp_routes(server: MCPServer, keyring: KeyRing | None) -> list[Route]:
         # Stateless: no session lives in one API process, so any replica behind a load balancer answers any request
         # (a batch's state is in Redis), and the tools never call back to the client.
         stateless_http=True,
+        # The service's own ceiling: the app's BodyLimit answers past it, in JSON, before the SDK's (text/plain, at
+        # 4 MiB by default) could.
+        max_request_body_size=max_body_bytes,
         # Host and Origin are checked in front of the whole app (service/host_guard.py), for every route alike; the
         # SDK's own check would refuse the names a deployment lists in MCP_BATCH_ALLOWED_HOSTS. POSTs must still be
         # application/json (the SDK checks that regardless).

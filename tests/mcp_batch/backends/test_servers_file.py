@@ -99,3 +99,18 @@ def test_the_example_servers_file_is_what_dev_runs() -> None:
     example = Path(__file__).parents[3] / "examples" / "servers.json"
     assert json.loads(example.read_text()) == DEV_SERVERS
     assert len(load_servers(example, {"DEMO_HTTP_PORT": "9100"})) == 2
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("evil", "evil__a"), ("evil", "evil_"), ("a", "a__b__c"), ("x.y", "x.y___z")],
+)
+def test_two_servers_whose_proxied_tool_names_could_collide_are_refused_naming_both(first: str, second: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse({second: {"command": "x"}, first: {"command": "y"}})
+    assert f"servers {first!r} and {second!r} cannot both be configured" in str(refused.value)
+
+
+def test_servers_whose_names_share_a_prefix_but_no_proxied_name_are_accepted() -> None:
+    names = ["github", "github_enterprise", "git", "a_b", "a-b", "evil", "evil.a", "evila"]
+    assert parse({name: {"command": "x"} for name in names}).names == names

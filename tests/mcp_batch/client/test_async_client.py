@@ -59,3 +59,16 @@ async def test_cancel_retry_list_validate_upload_and_errors(service: ServiceHand
         assert [p.loc for p in bad.value.problems] == [("body", "line", 2)]
         with pytest.raises(NotFound):
             await client.item(uploaded.id, "no-such-item")
+
+
+async def test_a_retry_takes_settings_that_replace_the_batch_s_and_checks_them_first(service: ServiceHandle) -> None:
+    async with AsyncClient(service.base_url) as client:
+        failed = await client.submit([FAIL], mode="serial", deadline_seconds=60.0)
+        await client.wait(failed.id, timeout=60)
+        retried = await client.retry(failed.id, retention_seconds=120, deadline_seconds=None)
+        assert (retried.mode, retried.retention_seconds, retried.deadline_at) == ("serial", 120, None)
+        assert retried.settings_from is not None and retried.settings_from["mode"] == failed.id
+        assert retried.settings_from["retention_seconds"] == retried.id
+        with pytest.raises(InvalidRequest) as bad:
+            await client.retry(failed.id, mode="sideways", no_such_setting=1)
+        assert sorted(p.loc for p in bad.value.problems) == [("mode",), ("no_such_setting",)]

@@ -20,11 +20,23 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent, Tool
 
+from mcp_batch.errors import ConfigError
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
+from service.app import create_app
 from tests.service.doors.mcp.task_client import Tasks
 from tests.service.doors.mcp.wire import call_tool, get_task
-from tests.support import HttpBackendProcess, ServiceHandle, call_backend, finished, most_in_window, running_service
+from tests.support import (
+    HttpBackendProcess,
+    ServiceHandle,
+    call_backend,
+    command_env,
+    finished,
+    most_in_window,
+    run_command,
+    running_service,
+    settings_env,
+)
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -35,6 +47,7 @@ BATCH_TOOLS = {"call_tools_batch", "submit_batch", "get_batch", "get_item", "lis
 @pytest.fixture
 def servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[str, Any]:
     servers["limited"] = {"url": fresh_backend.url, "rate_limit": {"per_second": 20, "burst": 4}}
+    servers["evil"] = {"url": fresh_backend.url}  # its read-only `a__write` is listed as `evil__a__write`
     servers["time"] = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
     return servers
 
@@ -182,3 +195,28 @@ async def test_mcp_server_time_is_served_through_the_proxy(service: ServiceHandl
     assert json.loads(text_of(now.content))["datetime"] == now.structured_content["datetime"]
     assert not converted.is_error and converted.structured_content is not None
     assert converted.structured_content["target"]["timezone"] == "Asia/Tokyo"
+
+
+async def test_a_tool_whose_name_holds_the_separator_is_listed_once_and_runs_on_its_own_server(
+    service: ServiceHandle, fresh_backend: HttpBackendProcess
+) -> None:
+    shown = [tool for tool in (await listed(service, READER))[0] if tool.name == "evil__a__write"]
+    assert len(shown) == 1 and shown[0].annotations is not None and shown[0].annotations.read_only_hint is True
+    async with keyed(READER) as http, mcp_client(service, http) as c:
+        result = await c.call_tool("evil__a__write", {"key": "separated"})
+    assert not result.is_error and text_of(result.content) == "read separated"
+    assert (await call_backend(fresh_backend.url, "stats"))["tallies"] == {"separated": 1}
+
+
+async def test_a_servers_file_where_two_servers_could_share_a_proxied_name_stops_the_api_and_the_worker(
+    settings: Settings, tmp_path: Path
+) -> None:
+    path = tmp_path / "clashing.json"
+    clash = {"evil": {"url": "http://127.0.0.1:1/mcp"}, "evil__a": {"command": "x"}}
+    path.write_text(json.dumps({"mcpServers": clash}))
+    clashing = settings.model_copy(update={"servers": path, "mcp_proxy": True})
+    with pytest.raises(ConfigError) as api:
+        create_app(clashing)
+    code, _, worker = await run_command("worker", env=command_env(**settings_env(clashing)))
+    refusal = "servers 'evil' and 'evil__a' cannot both be configured"
+    assert refusal in str(api.value) and code != 0 and refusal in worker

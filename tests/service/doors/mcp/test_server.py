@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 from typing import Any
 
 import httpx
@@ -150,3 +151,10 @@ async def test_the_endpoint_answers_without_the_slash_and_under_a_listed_host_na
             response = await http.post("/mcp/", json=initialize, headers=headers)
     assert response.status_code == 200, response.text
     assert '"serverInfo"' in response.text
+
+
+async def test_the_door_gives_the_package_s_version_in_its_server_info(service: ServiceHandle) -> None:
+    async with Client(mcp_url(service)) as client:
+        info = client.server_info
+    assert info is not None and info.name == "mcp-batch"
+    assert info.version == importlib.metadata.version("mcp-batch") and info.version
