@@ -281,7 +281,9 @@ async def run_batch(client: httpx.AsyncClient, calls: list[dict[str, Any]], **op
 
 async def succeeded(client: httpx.AsyncClient, batch_id: str) -> int:
     """How many of the batch's items have ended `ok` so far (its document's counts, without results)."""
-    count: int = (await client.get(f"/v1/batches/{batch_id}", params={"limit": 0})).json()["counts"]["succeeded"]
+    response = await client.get(f"/v1/batches/{batch_id}", params={"limit": 0})
+    assert response.status_code == 200, response.text
+    count: int = response.json()["counts"]["succeeded"]
     return count
 
 

@@ -5,7 +5,6 @@ real API and worker, and a real webhook receiver."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -24,19 +23,12 @@ from mcp_batch.store.submits import new_batch_id
 from service.application.retry import retry_request
 from tests.mcp_batch.store.stored import advance
 from tests.support import finished, run_batch, running_service
-from tests.worker.test_delivery import Receiver
+from tests.webhook_receiver import Receiver, webhook_receiver  # noqa: F401 - the `receiver` fixture
 
 pytestmark = pytest.mark.timeout(90)
 
 TOKEN = "t0ken-in-the-hook"
 FAIL = {"id": "f", "server": "demo_http", "tool": "fail"}
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    receiver = Receiver()
-    yield receiver
-    receiver.stop()
 
 
 @pytest.fixture
