@@ -91,7 +91,13 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
         version="1",
         summary="Durable batches of MCP tool calls, run by arq workers under shared limits.",
         lifespan=lifespan,
-        responses={413: {"model": ErrorDetail, "description": f"The body is over {settings.max_body_bytes} bytes."}},
+        # What answers before any route does, so every route may: the HTTP server itself (a request that is not valid
+        # HTTP), the host guard and the body limit.
+        responses={
+            400: {"content": {"text/plain": {}}, "description": "Not a valid HTTP request (answered by the server)."},
+            421: {"model": ErrorDetail, "description": "The Host header names a host this service does not serve."},
+            413: {"model": ErrorDetail, "description": f"The body is over {settings.max_body_bytes} bytes."},
+        },
     )
     app.state.keyring = keyring
     app.state.max_json_depth = settings.max_json_depth
