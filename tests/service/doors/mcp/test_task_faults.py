@@ -3,8 +3,6 @@ the message), and a client that hangs up while waiting does not cancel its batch
 
 from __future__ import annotations
 
-import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +18,6 @@ from tests.test_redis_faults import settings_for
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 SLOW = {"server": "demo_http", "tool": "sleep", "arguments": {"seconds": 2.5}}
-
-
-@pytest.fixture
-async def own_redis(tmp_path: Path) -> AsyncIterator[RedisServer]:
-    """A redis-server of this test's own, to stop under the service."""
-    server = RedisServer(tmp_path / "redis")
-    await server.start()
-    yield server
-    await server.stop(signal.SIGKILL)
 
 
 async def test_a_task_request_while_redis_is_down_is_an_internal_error(
