@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mcp_batch_cli.dev import free_port
+from tests.support import eventually
 
 APPEND_ALWAYS = ("--appendonly", "yes", "--appendfsync", "always")
 
@@ -29,9 +30,7 @@ class RedisServer:
         self.directory = directory
         self.options = list(options)
         self.port = free_port()
-        self.output: list[str] = []
         self._process: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -39,21 +38,28 @@ class RedisServer:
 
     async def start(self) -> None:
         """Start it (again: same port, same directory, so it replays an append-only file); return once it has loaded
-        its data and accepts commands."""
+        its data and accepts commands. Its log goes to a file, not a pipe: no pipe is left for the GC to find open."""
+        log, seen = self.directory / "redis.log", self._readies()
         argv = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory), "--save", ""]
-        process = await asyncio.create_subprocess_exec(
-            "redis-server", *argv, *self.options, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        argv += ["--logfile", str(log)]
+        self._process = await asyncio.create_subprocess_exec(
+            "redis-server", *argv, *self.options, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL
         )
-        assert process.stdout is not None
-        self._process = process
-        async with asyncio.timeout(20):
-            async for line in process.stdout:  # Redis logs this once its data is loaded
-                self.output.append(line.decode())
-                if b"Ready to accept connections" in line:
-                    break
-            else:
-                raise RuntimeError("redis-server exited:\n" + "".join(self.output[-20:]))
-        self._reader = asyncio.create_task(self._read_on(process.stdout))  # a full pipe would block Redis
+        process = self._process
+
+        def ready() -> bool:  # Redis logs this once its data is loaded
+            if process.returncode is not None:
+                raise RuntimeError("redis-server exited:\n" + "".join(self.output_lines()[-20:]))
+            return self._readies() > seen  # the log is appended to: a restart adds its own line
+
+        await eventually(ready, what=f"redis-server on port {self.port}", timeout=20)
+
+    def _readies(self) -> int:
+        return sum("Ready to accept connections" in line for line in self.output_lines())
+
+    def output_lines(self) -> list[str]:
+        log = self.directory / "redis.log"
+        return log.read_text().splitlines(keepends=True) if log.exists() else []
 
     async def stop(self, how: signal.Signals = signal.SIGTERM) -> None:
         """SIGTERM: Redis flushes its append-only file and exits. SIGKILL: a crash."""
@@ -62,9 +68,3 @@ class RedisServer:
         self._process.send_signal(how)
         async with asyncio.timeout(20):
             await self._process.wait()
-            if self._reader is not None:
-                await self._reader
-
-    async def _read_on(self, stream: asyncio.StreamReader) -> None:
-        async for line in stream:
-            self.output.append(line.decode())
