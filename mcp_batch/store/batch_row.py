@@ -102,6 +102,16 @@ class BatchRow:
     # Items a take-over found in flight on a stopped worker (which may have sent them): index -> that worker ('' if
     # unknown); the hash's `lost:<index>`, copied from the job's `runner:<job>`. One here without a record may have run.
     lost: dict[int, str] = field(default_factory=dict)
+    # Of the claimed items without a record: how many have a call running (the jobs' `busy:<job>`, None when no job
+    # reported it), and those a job holds unsent (its `held:<job>`), as of each job's last round trip.
+    busy: int | None = None
+    held: frozenset[int] = frozenset()
+
+    @property
+    def running(self) -> int:
+        """Claimed items with a call running: at their backend, at its gate or passing their checks."""
+        in_hand = self.claimed - self.finished
+        return in_hand if self.busy is None else min(self.busy, in_hand)
 
     @property
     def ended_items(self) -> int:
@@ -185,7 +195,14 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         deadline_seconds=_float(m.get("deadline_seconds")),
         settings_from=json.loads(m["settings_from"]) if "settings_from" in m else None,
         lost={int(k[5:]): v for k, v in m.items() if k.startswith("lost:")},
+        busy=_busy(m),
+        held=frozenset(int(i) for k, v in m.items() if k.startswith("held:") for i in v.split(",") if i),
     )
+
+
+def _busy(m: Mapping[str, str]) -> int | None:
+    found = [int(v) for k, v in m.items() if k.startswith("busy:")]
+    return sum(found) if found else None
 
 
 def new_row(
