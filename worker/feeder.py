@@ -128,12 +128,13 @@ class Feeder:
         return max(0, self._waiting + self._spare - len(self._ready) - len(self._locked))
 
     def _due(self) -> bool:
-        """Whether a round trip should go now: a lane waits, claims run low, or enough records are ready to share
-        one (a record alone waits at most _LINGER for others, and not at all once the cursor is at the end)."""
+        """Whether a round trip should go now: a lane waits, the claims lanes may take run low (half as many as
+        lanes left, while reading ahead), or enough records are ready to share one (a record alone waits at most _LINGER
+        for others, and not at all once the cursor is at the end)."""
         batch = self._lanes if self._spare and self._more else 1
         if self._waiting > len(self._ready) or self._give_back or len(self._records) >= batch:
             return True
-        return self._want() > 0 and len(self._ready) < batch
+        return self._want() > 0 and len(self._ready) <= (self._lanes // 2 if self._spare else 0)
 
     def _kick(self) -> None:
         if self._pump is not None or self._failure is not None:

@@ -117,13 +117,14 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
     store, settings = state.store, state.settings
     job = shards.job_id(batch_id, shard, generation)
     logs.bind(batch_id=batch_id, job=job)
-    if not await store.leases.renew(batch_id, job):
+    # One round trip's wait for the three: a job taken over before it started only leaves its runner noted.
+    renewed, _, meta = await asyncio.gather(
+        store.leases.renew(batch_id, job), store.leases.started(batch_id, job, state.worker_id), _meta(store, batch_id)
+    )
+    if not renewed:
         logger.info("job %s was taken over before it started; nothing to do", job)
         return
-    await store.leases.started(batch_id, job, state.worker_id)
-    try:
-        meta = await store.reads.meta(batch_id)
-    except BatchNotFound:
+    if meta is None:
         logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
         await store.leases.release(batch_id, job)
         return
@@ -152,6 +153,13 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
         logger.warning("job %s held claims lost with Redis replies; queued a job for them", job)
         await requeue(state, batch_id, shard, generation + 1)
     logger.info("batch %s: job %s has no more items to run", batch_id, job)
+
+
+async def _meta(store: Store, batch_id: str) -> BatchMeta | None:
+    try:
+        return await store.reads.meta(batch_id)
+    except BatchNotFound:
+        return None
 
 
 async def _lane(
