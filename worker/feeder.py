@@ -2,7 +2,7 @@
 carries every record ready and asks for the claims the lanes will need.
 
 Read-ahead: while a batch's calls are fast (under _FAST_CALL on average, where a round trip to Redis is a large part
-of an item), the feeder keeps claims in hand, up to two per lane, so a lane that finishes starts its next call at
+of an item), the feeder keeps claims in hand, up to three per lane, so a lane that finishes starts its next call at
 once, and records are written a lane's worth at a time while calls run. Only for a read-only batch that does not stop
 on error (`reads_ahead`). A claim in hand is held in Redis against the job like a call in flight (if the worker
 dies, a replacement gets it); one that will not run here is given back. Slow calls gain nothing from it and would
@@ -30,6 +30,7 @@ from mcp_batch.store.claims import Claim, Claims
 _LINGER = 0.01  # seconds a finished record may wait for others to share its round trip (read-ahead only)
 _FAST_CALL = 0.05  # seconds: calls faster than this on average are read ahead
 _PACE = 0.2  # weight of the latest call in the running average of call times
+_AHEAD = 3  # claims in hand per lane while reading ahead, of which lanes may take two (see Feeder._keep)
 
 
 def reads_ahead(meta: BatchMeta) -> bool:
@@ -120,7 +121,13 @@ class Feeder:
     def _spare(self) -> int:
         """Claims to keep in hand beyond the lanes waiting."""
         fast = self._ended >= self._lanes and self._pace is not None and self._pace < _FAST_CALL
-        return 2 * self._lanes if self._read_ahead and fast else 0
+        return _AHEAD * self._lanes if self._read_ahead and fast else 0
+
+    @property
+    def _keep(self) -> int:
+        """Claims in hand that lanes may take without another round trip (the rest are declared held unsent): two
+        per lane while reading ahead, as many as lanes finish while a round trip tops them up."""
+        return (_AHEAD - 1) * self._lanes if self._spare else self._lanes
 
     def _want(self) -> int:
         if not self._more or self.lost:
@@ -128,13 +135,13 @@ class Feeder:
         return max(0, self._waiting + self._spare - len(self._ready) - len(self._locked))
 
     def _due(self) -> bool:
-        """Whether a round trip should go now: a lane waits, the claims lanes may take run low (half as many as
-        lanes left, while reading ahead), or enough records are ready to share one (a record alone waits at most _LINGER
-        for others, and not at all once the cursor is at the end)."""
+        """Whether a round trip should go now: more lanes wait than there are claims they may take, those claims run
+        low, or enough records are ready to share one (a record alone waits at most _LINGER for others, and not at
+        all once the cursor is at the end)."""
         batch = self._lanes if self._spare and self._more else 1
         if self._waiting > len(self._ready) or self._give_back or len(self._records) >= batch:
             return True
-        return self._want() > 0 and len(self._ready) <= (self._lanes // 2 if self._spare else 0)
+        return self._want() > 0 and len(self._ready) < (self._lanes if self._spare else 1)
 
     def _kick(self) -> None:
         if self._pump is not None or self._failure is not None:
@@ -170,7 +177,7 @@ class Feeder:
         records, self._records = self._records, []
         give_back, self._give_back = self._give_back, []
         held = self._declare()
-        free = max(0, self._lanes - len(self._ready) - len(self._unlocking))
+        free = max(0, self._keep - len(self._ready) - len(self._unlocking))
         served = min(self._waiting, len(self._ready) + len(self._unlocking))  # lanes woken to a claim in hand
         lanes = (self._busy + served, self._waiting - served, free)
         step = await self._claims.step(self._batch_id, self._job, records, want, give_back, lanes, held)
@@ -194,13 +201,13 @@ class Feeder:
         self._wake()
 
     def _declare(self) -> list[Claim]:
-        """The claims in hand this round trip declares held unsent: all but a lane's worth, which lanes that finish
+        """The claims in hand this round trip declares held unsent: all but `_keep`, which lanes that finish
         meanwhile take (the new claims it brings fill that up first, and the rest are held too). They are locked
         at once; those declared last time and not now are freed by the answer."""
-        if not self._locked and len(self._ready) <= self._lanes:
+        if not self._locked and len(self._ready) <= self._keep:
             return []
         in_hand, free = [*self._ready, *self._locked], len(self._ready)
-        keep = self._lanes
+        keep = self._keep
         self._ready = deque(in_hand[: min(keep, free)])
         self._unlocking = in_hand[free:keep]
         self._locked = in_hand[min(keep, free) :]

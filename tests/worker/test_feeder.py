@@ -8,6 +8,7 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+import httpx
 import pytest
 import redis.asyncio as aioredis
 
@@ -17,7 +18,7 @@ from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
 from mcp_batch.store.claims import Claim
 from tests.mcp_batch.store.stored import batch, create, read_document
-from tests.support import eventually
+from tests.support import eventually, stamps, submit
 from worker import feeder as feeder_module
 from worker.feeder import Feeder, reads_ahead
 
@@ -158,6 +159,23 @@ async def test_a_take_over_sends_claims_held_unsent_on_without_the_recovered_fla
     assert held and all(flags[index] is False for index in held)  # never sent
     row = await store.reads.row(batch_id)
     assert not row.held and row.busy is None  # the dead job's marks went with it (the new one told none)
+
+
+async def test_a_read_ahead_batch_never_shows_more_running_than_its_concurrency(
+    client: httpx.AsyncClient, redis: aioredis.Redis
+) -> None:
+    batch_id = (await submit(client, stamps("demo", 400), max_concurrency=4))["id"]
+    running, in_hand = [], []
+
+    async def ended() -> bool:
+        document = (await client.get(f"/v1/batches/{batch_id}", params={"limit": 0})).json()
+        running.append(document["counts"]["running"])
+        in_hand.append(int(await redis.hlen(Keys().inflight(batch_id))))
+        return bool(document["status"] == "completed")
+
+    await eventually(ended, what="the batch completed", timeout=60)
+    assert max(in_hand) > 4, in_hand  # claims were read ahead: more in hand than can run
+    assert max(running) <= 4, running
 
 
 def test_read_ahead_is_only_for_read_only_concurrent_batches_that_go_on_after_errors() -> None:
