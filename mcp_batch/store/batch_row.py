@@ -31,6 +31,7 @@ META_FIELDS = ["mode", "max_concurrency", "status", "read_only", "created_at", "
 META_FIELDS += ["rate_share", "traceparent", "on_error"]
 LIMITS = TypeAdapter(dict[str, BackendLimits])  # the `limits` field: JSON, as the document shows it
 LIST_FIELDS = ["status", "total", "finished", "created_at", "finished_at", "retry_of", "deadline_at", "claimed", "halt"]
+LIST_FIELDS += ["metadata"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class BatchRow:
     # Items a take-over found in flight on a stopped worker (which may have sent them): index -> that worker ('' if
     # unknown); the hash's `lost:<index>`, copied from the job's `runner:<job>`. One here without a record may have run.
     lost: dict[int, str] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)  # the `metadata` field: JSON, written when not empty
 
     @property
     def ended_items(self) -> int:
@@ -185,7 +187,13 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         deadline_seconds=_float(m.get("deadline_seconds")),
         settings_from=json.loads(m["settings_from"]) if "settings_from" in m else None,
         lost={int(k[5:]): v for k, v in m.items() if k.startswith("lost:")},
+        metadata=load_metadata(m.get("metadata")),
     )
+
+
+def load_metadata(raw: str | None) -> dict[str, str]:
+    """The hash's `metadata` field (absent: none)."""
+    return {} if raw is None else dict(json.loads(raw))
 
 
 def new_row(
@@ -227,6 +235,8 @@ def new_row(
     }
     if rate_share is not None:
         fields["rate_share"] = repr(rate_share)
+    if request.metadata:
+        fields["metadata"] = json.dumps(request.metadata)
     if request.deadline_seconds is not None:
         fields["deadline_seconds"] = repr(request.deadline_seconds)
         fields["deadline_at"] = repr(now + request.deadline_seconds)
