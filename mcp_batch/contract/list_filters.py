@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 from mcp_batch import metadata
 from mcp_batch.errors import InvalidBatch, Problem
@@ -14,6 +14,22 @@ from mcp_batch.store.tenant_index import Filters
 
 TIME_FORMAT = "an RFC 3339 date-time with its offset (2026-12-01T08:00:00Z) or seconds since the epoch (1796112000)"
 _EPOCH = re.compile(r"\d{1,11}(\.\d{1,6})?")  # up to the year 5138: a float of seconds keeps its µs
+_RFC_3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):(\d\d))")
+
+
+def _rfc_3339(value: str) -> datetime | None:
+    """RFC 3339's date-time (`T` or `t`, `Z` or `z`, a leap second read as the second before), or None."""
+    found = _RFC_3339.fullmatch(value)
+    if found is None:
+        return None
+    year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = found.groups()
+    try:
+        offset = timedelta(0) if zulu else timedelta(hours=int(off_h), minutes=int(off_m)) * (1 if sign == "+" else -1)
+        micros = int((fraction or "0")[:6].ljust(6, "0"))
+        wall = (int(year), int(month), int(day), int(hour), int(minute), min(int(second), 59), micros)
+        return datetime(*wall, tzinfo=timezone(offset))
+    except ValueError:  # no such day, hour or offset
+        return None
 
 
 def _micros(name: str, value: str, problems: list[Problem]) -> int | None:
@@ -21,14 +37,14 @@ def _micros(name: str, value: str, problems: list[Problem]) -> int | None:
     none."""
     if _EPOCH.fullmatch(value):
         return round(float(value) * 1_000_000)
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        when = None
-    if when is None or "T" not in value.upper() or when.tzinfo is None:
+    when = _rfc_3339(value)
+    if when is None:
         problems.append(Problem(("query", name), f"expected {TIME_FORMAT}", "datetime_parsing"))
         return None
-    return round(when.timestamp() * 1_000_000)
+    try:
+        return round(when.timestamp() * 1_000_000)
+    except OverflowError:  # year 1 with an offset that takes it before the first day
+        return 0
 
 
 def filters(query: Iterable[tuple[str, str]], created_after: str | None, created_before: str | None) -> Filters:

@@ -122,6 +122,7 @@ async def validate_batch(request: BatchRequest, services: ServicesDep, caller: C
 
 
 _TIME = f"Only batches created {{}} this time (exclusive): {list_filters.TIME_FORMAT}."
+_DATE_TIME: dict[str, Any] = {"json_schema_extra": {"format": "date-time"}}  # or epoch seconds, as it says
 
 
 @router.get(
@@ -139,8 +140,10 @@ async def list_batches(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Most batches in one page.")] = 50,
     cursor: Annotated[str | None, Query(pattern=r"^\d{1,20}$", description="`next_cursor` of the last page.")] = None,
-    created_after: Annotated[str | None, Query(max_length=64, description=_TIME.format("after"))] = None,
-    created_before: Annotated[str | None, Query(max_length=64, description=_TIME.format("before"))] = None,
+    created_after: Annotated[str | None, Query(max_length=64, description=_TIME.format("after"), **_DATE_TIME)] = None,
+    created_before: Annotated[
+        str | None, Query(max_length=64, description=_TIME.format("before"), **_DATE_TIME)
+    ] = None,
 ) -> BatchList:
     """A page of the batches the caller's tenant submitted (finished ones until they expire), newest first.
 
