@@ -1,8 +1,8 @@
 """The dashboard at /ui in a real browser: Debian's chromium, driven by Playwright, against the real API and worker
 and the demo backend over stdio and HTTP. Batches are submitted through REST, as a client would, and followed on the
 page: progress and counts from the event stream without a reload, the failed items, one item whole, cancel, retry,
-the results' download, the backends, keys and tenants, a phone's width. A screenshot of the batch page is saved per
-run (MCP_BATCH_TEST_ARTIFACTS, else the test's tmp_path).
+delete, the results' download, the backends, keys and tenants, a phone's width. A screenshot of the batch page is
+saved per run (MCP_BATCH_TEST_ARTIFACTS, else the test's tmp_path).
 
 Without /usr/bin/chromium these tests skip (install the Debian package `chromium`), except in CI, where they fail.
 `MCP_BATCH_TEST_DASHBOARD_SCALE=1` adds the load time of a 100,000-item batch and a screenshot of a 1,000-item one.
