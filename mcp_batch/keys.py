@@ -24,6 +24,8 @@ Per tenant:
     {p}:tenant:{t}:stored_sizes  hash    batch id -> the bytes of its stored calls, until they are released
     {p}:tenant:{t}:stored_until  zset    batch id -> when its bytes are released (ms, Redis clock): when its keys
                                          expire; each submit releases those whose time has come
+    {p}:tenant:{t}:meta:{sha256}  zset    the tenant's batch ids with one metadata pair (the hash of its key and
+                                         value), scored as its batches: a listing filtered by that pair
 Shared:
     {p}:jobs                  zset    shard job id -> its lease expiry (ms, Redis clock); lapsed ones are taken over
     {p}:deadlines             zset    batch id -> its deadline (ms), for batches that set one
@@ -144,6 +146,12 @@ class Keys:
 
     def tenant_batches(self, tenant: str) -> str:
         return f"{self.prefix}:tenant:{tenant}:batches"
+
+    def tenant_metadata(self, tenant: str, key: str, value: str) -> str:
+        """The index of a tenant's batches tagged `key` = `value`, by the pair's hash (the key's length first, so no
+        two pairs hash one text): a caller's strings never become a key name."""
+        digest = hashlib.sha256(f"{len(key)}:{key}{value}".encode()).hexdigest()
+        return f"{self.prefix}:tenant:{tenant}:meta:{digest}"
 
     def tenant_unfinished(self, tenant: str) -> str:
         return f"{self.prefix}:tenant:{tenant}:unfinished"

@@ -15,6 +15,8 @@ from pydantic import (
     model_serializer,
 )
 
+from mcp_batch.metadata import Metadata, RequestMetadata
+
 
 class Mode(StrEnum):
     """How a batch's calls are scheduled."""
@@ -163,6 +165,7 @@ class BatchRequest(BaseModel):
         "(`sha256=` and the hex HMAC-SHA256 of the body). At most 2,000 characters, https:// (http:// only where the "
         "service's allow-list says so), under a prefix of the allow-list (MCP_BATCH_WEBHOOK_ALLOW). Never shown back.",
     )
+    metadata: RequestMetadata = None
 
 
 class WebhookStatus(StrEnum):
@@ -341,6 +344,7 @@ class BatchDocument(BaseModel):
     webhook: WebhookState | None = Field(
         None, description="The completion webhook's delivery, when the batch asked for one; else null."
     )
+    metadata: Metadata = {}
 
 
 class BatchSummary(BaseModel):
@@ -353,6 +357,7 @@ class BatchSummary(BaseModel):
     created_at: str
     finished_at: str | None = None
     retry_of: str | None = None
+    metadata: Metadata = {}
 
 
 class BatchList(BaseModel):

@@ -80,6 +80,13 @@ def _batch_options(parser: argparse.ArgumentParser) -> None:
         help=f"keep the finished batch S seconds (default: the server's, {_DEFAULTS['retention_seconds']})",
     )
     group.add_argument("--webhook-url", metavar="URL", help="POSTed a signed summary when the batch ends (none)")
+    group.add_argument(
+        "--meta",
+        type=run._meta_pair,
+        action="append",
+        metavar="KEY=VALUE",
+        help="a metadata pair to find the batch by later (repeat it; they replace a JSON file's metadata)",
+    )
 
 
 def _follow_options(parser: argparse.ArgumentParser) -> None:
@@ -139,6 +146,16 @@ def add_client_commands(sub: Any) -> None:
     listing.add_argument("--limit", type=int, default=20, metavar="N", help="batches per page (default: 20)")
     listing.add_argument("--cursor", metavar="C", help="the page after this cursor (printed under the last page)")
     listing.add_argument("--all", action="store_true", help="every page, not only the first (default: no)")
+    listing.add_argument(
+        "--meta",
+        type=run._meta_pair,
+        action="append",
+        metavar="KEY=VALUE",
+        help="only batches with this metadata pair (repeat it: every pair must match)",
+    )
+    moment = "an RFC 3339 date-time with its offset (2026-12-01T08:00:00Z) or epoch seconds"
+    listing.add_argument("--after", metavar="TIME", help=f"only batches created after TIME: {moment}")
+    listing.add_argument("--before", metavar="TIME", help=f"only batches created before TIME: {moment}")
     _server(listing, "print the list as JSON (default: a table)")
     listing.set_defaults(run=run._list)
 
@@ -148,6 +165,17 @@ def add_client_commands(sub: Any) -> None:
     cancel.add_argument("id", help="the batch id")
     _server(cancel, "print the document as JSON (default: one line)")
     cancel.set_defaults(run=run._cancel)
+
+    delete = command(
+        sub,
+        "delete",
+        "delete an ended batch, whole",
+        "Its calls, results and Idempotency-Key go; a webhook not yet delivered is dropped. A running batch is "
+        "refused: cancel it first.",
+    )
+    delete.add_argument("id", help="the batch id")
+    _server(delete)
+    delete.set_defaults(run=run._delete)
 
     retry = command(
         sub, "retry", "submit a new batch of a finished batch's items that did not succeed", "It links back: retry_of."

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import builtins
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -140,12 +139,20 @@ class AsyncClient:
         return BatchDocument.model_validate_json(response.content)
 
     async def list(
-        self, *, status: Iterable[BatchStatus | str] | None = None, limit: int = 50, cursor: str | None = None
+        self,
+        *,
+        status: Iterable[BatchStatus | str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        created_after: wire.Moment | None = None,
+        created_before: wire.Moment | None = None,
     ) -> BatchList:
-        params: dict[str, Any] = {"limit": limit, "status": builtins.list(status or [])}
-        if cursor:
-            params["cursor"] = cursor
+        params = wire.list_params(status or [], limit, cursor, metadata, created_after, created_before)
         return BatchList.model_validate_json((await self._send("GET", "/v1/batches", params=params)).content)
+
+    async def delete(self, batch_id: str) -> None:
+        await self._send("DELETE", wire.batch_path(batch_id))
 
     async def validate(self, batch: BatchInput, **options: Any) -> DryRun:
         body = wire.batch_body(batch, options)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import builtins
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -157,13 +156,25 @@ class Client:
         return BatchDocument.model_validate_json(response.content)
 
     def list(
-        self, *, status: Iterable[BatchStatus | str] | None = None, limit: int = 50, cursor: str | None = None
+        self,
+        *,
+        status: Iterable[BatchStatus | str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        created_after: wire.Moment | None = None,
+        created_before: wire.Moment | None = None,
     ) -> BatchList:
-        """A page of the caller's batches, newest first (`next_cursor` for the next page)."""
-        params: dict[str, Any] = {"limit": limit, "status": builtins.list(status or [])}
-        if cursor:
-            params["cursor"] = cursor
+        """A page of the caller's batches, newest first (`next_cursor` for the next page); only those with every
+        pair of `metadata`, and created after / before the times given (an aware datetime, epoch seconds or RFC
+        3339 text), when given."""
+        params = wire.list_params(status or [], limit, cursor, metadata, created_after, created_before)
         return BatchList.model_validate_json(self._send("GET", "/v1/batches", params=params).content)
+
+    def delete(self, batch_id: str) -> None:
+        """Delete an ended batch whole (then it is NotFound); Conflict (with `batch_status`) while it has not
+        ended: cancel it first."""
+        self._send("DELETE", wire.batch_path(batch_id))
 
     def validate(self, batch: BatchInput, **options: Any) -> DryRun:
         """The dry run: every check a submit makes and each call's would-be status; nothing is stored."""

@@ -160,4 +160,5 @@ def summary(batch_id: str, row: BatchRow, offset: int, shown: int, failed: list[
         retry_of=row.retry_of,
         settings_from=retry_settings.settings_from(batch_id, row),
         webhook=row.webhook,
+        metadata=row.metadata,
     )

@@ -30,6 +30,7 @@ def kept(row: BatchRow, webhook_url: str | None) -> dict[str, Any]:
         "deadline_seconds": deadline,
         "retention_seconds": row.retention,
         "webhook_url": webhook_url,
+        "metadata": row.metadata or None,
     }
 
 

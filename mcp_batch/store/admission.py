@@ -27,7 +27,8 @@ _SWEEP = 64  # released batches a submit drops from the tenant's count
 _MORE = 1_024  # and how many more before it refuses a batch over the ceiling
 
 # KEYS: 1 meta, 2 calls, 3 ids, 4 unfinished, 5 tenant unfinished, 6 tenant batches, 7 tenant stored bytes,
-#       8 tenant stored sizes, 9 tenant stored until, 10 jobs, 11 deadlines.
+#       8 tenant stored sizes, 9 tenant stored until, 10 jobs, 11 deadlines, then the tenant's index of each of the
+#       batch's metadata pairs (scored as the tenant's batches).
 # ARGV: 1 batch id, 2 calls, 3 service ceiling, 4 tenant ceiling ('' none), 5 bytes, 6 bytes ceiling ('' none),
 #       7 live ms, 8 lease ms, 9 created (µs), 10 deadline (ms, '' none), 11 number of shard jobs, then the jobs, then
 #       the meta hash's fields and values.
@@ -69,6 +70,7 @@ for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], live) end
 redis.call('INCRBY', KEYS[4], n)
 redis.call('INCRBY', KEYS[5], n)
 redis.call('ZADD', KEYS[6], ARGV[9], ARGV[1])
+for i = 12, #KEYS do redis.call('ZADD', KEYS[i], ARGV[9], ARGV[1]) end
 redis.call('INCRBY', KEYS[7], size)
 redis.call('HSET', KEYS[8], ARGV[1], size)
 redis.call('ZADD', KEYS[9], now + live, ARGV[1])
@@ -78,7 +80,8 @@ return {{0}}
 """
 
 
-def admit_keys(keys: Keys, batch_id: str, tenant: str) -> list[str]:
+def admit_keys(keys: Keys, batch_id: str, tenant: str, metadata: Mapping[str, str] | None = None) -> list[str]:
+    indexes = [keys.tenant_metadata(tenant, key, value) for key, value in (metadata or {}).items()]
     return [
         keys.batch(batch_id),
         keys.calls(batch_id),
@@ -91,6 +94,7 @@ def admit_keys(keys: Keys, batch_id: str, tenant: str) -> list[str]:
         keys.tenant_stored_until(tenant),
         keys.jobs,
         keys.deadlines,
+        *indexes,
     ]
 
 

@@ -31,6 +31,7 @@ META_FIELDS = ["mode", "max_concurrency", "status", "read_only", "created_at", "
 META_FIELDS += ["rate_share", "traceparent", "on_error"]
 LIMITS = TypeAdapter(dict[str, BackendLimits])  # the `limits` field: JSON, as the document shows it
 LIST_FIELDS = ["status", "total", "finished", "created_at", "finished_at", "retry_of", "deadline_at", "claimed", "halt"]
+LIST_FIELDS += ["metadata"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class BatchRow:
     # reported it), and those a job holds unsent (its `held:<job>`), as of each job's last round trip.
     busy: int | None = None
     held: frozenset[int] = frozenset()
+    metadata: dict[str, str] = field(default_factory=dict)  # the `metadata` field: JSON, written when not empty
 
     @property
     def running(self) -> int:
@@ -197,12 +199,18 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         lost={int(k[5:]): v for k, v in m.items() if k.startswith("lost:")},
         busy=_busy(m),
         held=frozenset(int(i) for k, v in m.items() if k.startswith("held:") for i in v.split(",") if i),
+        metadata=load_metadata(m.get("metadata")),
     )
 
 
 def _busy(m: Mapping[str, str]) -> int | None:
     found = [int(v) for k, v in m.items() if k.startswith("busy:")]
     return sum(found) if found else None
+
+
+def load_metadata(raw: str | None) -> dict[str, str]:
+    """The hash's `metadata` field (absent: none)."""
+    return {} if raw is None else dict(json.loads(raw))
 
 
 def new_row(
@@ -244,6 +252,8 @@ def new_row(
     }
     if rate_share is not None:
         fields["rate_share"] = repr(rate_share)
+    if request.metadata:
+        fields["metadata"] = json.dumps(request.metadata)
     if request.deadline_seconds is not None:
         fields["deadline_seconds"] = repr(request.deadline_seconds)
         fields["deadline_at"] = repr(now + request.deadline_seconds)

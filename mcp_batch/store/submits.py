@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from mcp_batch.keys import Keys
 from mcp_batch.models import BackendLimits, BatchRequest
 from mcp_batch.store.admission import ADMIT, admit_keys, check_admitted, queue_admit
-from mcp_batch.store.batch_row import LIMITS, dump_specs, new_row
+from mcp_batch.store.batch_row import LIMITS, dump_specs, load_metadata, new_row
 from mcp_batch.store.intake import CHUNK, STAGE_OVER, Encoded, encode, stage
 from mcp_batch.tenants import DEFAULT_TENANT
 
@@ -104,7 +104,7 @@ class Submits:
                 await queue_admit(
                     self._admit,
                     pipe,
-                    admit_keys(keys, batch_id, tenant),
+                    admit_keys(keys, batch_id, tenant, request.metadata),
                     batch_id=batch_id,
                     calls=len(request.calls),
                     stored=stored,
@@ -130,8 +130,8 @@ class Submits:
     async def delete(self, batch_id: str, jobs: list[str]) -> None:
         """Remove a batch that could not be queued, and what it added to the shared keys."""
         keys = self.keys
-        total, raw_tenant = await cast(
-            Awaitable[list[bytes | None]], self.redis.hmget(keys.batch(batch_id), ["total", "tenant"])
+        total, raw_tenant, raw_metadata = await cast(
+            Awaitable[list[bytes | None]], self.redis.hmget(keys.batch(batch_id), ["total", "tenant", "metadata"])
         )
         tenant = raw_tenant.decode() if raw_tenant is not None else None
         size = None
@@ -144,6 +144,8 @@ class Submits:
             if total is not None and tenant is not None:
                 pipe.decrby(keys.tenant_unfinished(tenant), int(total))
                 pipe.zrem(keys.tenant_batches(tenant), batch_id)
+                for key, value in load_metadata(None if raw_metadata is None else raw_metadata.decode()).items():
+                    pipe.zrem(keys.tenant_metadata(tenant, key, value), batch_id)
             if tenant is not None and size is not None:  # its bytes are released now, not when it would expire
                 pipe.decrby(keys.tenant_stored_bytes(tenant), int(size))
                 pipe.hdel(keys.tenant_stored_sizes(tenant), batch_id)

@@ -63,7 +63,7 @@ async def _events(
         first = shown is None
         if first:
             shown, sent = (document.status, counts), True
-            yield [Event("progress", {"status": document.status.value, "counts": counts})]
+            yield [Event("progress", {"status": document.status.value, "counts": counts, "metadata": row.metadata})]
         finished = row.ended_items  # once ended, the items that never ran too
         if finished > position:
             async for chunk in store.reads.finished_since(batch_id, position, row):
@@ -81,6 +81,7 @@ async def _events(
                         "ok": document.ok,
                         "counts": counts,
                         "finished_at": document.finished_at,
+                        "metadata": row.metadata,
                     },
                 )
             ]

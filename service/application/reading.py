@@ -17,6 +17,7 @@ from mcp_batch.contract import document as documents
 from mcp_batch.contract.item_cursors import Position, cursor_length, locate
 from mcp_batch.errors import BatchNotFound, InvalidCursor
 from mcp_batch.models import BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
+from mcp_batch.store.tenant_index import Filters
 from mcp_batch.tenants import Caller
 from service.application.services import Services
 
@@ -94,11 +95,17 @@ async def results(services: Services, batch_id: str, statuses: set[ItemStatus] |
 
 
 async def batches(
-    services: Services, caller: Caller, status: set[BatchStatus] | None, limit: int, cursor: str | None
+    services: Services,
+    caller: Caller,
+    status: set[BatchStatus] | None,
+    limit: int,
+    cursor: str | None,
+    where: Filters | None = None,
 ) -> BatchList:
-    """The caller's tenant's batches, newest first, a page at a time."""
+    """The caller's tenant's batches, newest first, a page at a time; with `where`, only those it keeps (their
+    metadata pairs, their creation time)."""
     before = int(cursor) if cursor else None
-    found, next_before = await services.store.tenants.batches_of(caller.tenant, before, limit, status)
+    found, next_before = await services.store.tenants.batches_of(caller.tenant, before, limit, status, where)
     return BatchList(batches=found, next_cursor=None if next_before is None else str(next_before))
 
 

@@ -1,6 +1,6 @@
 // One batch: its progress and counts moving with its event stream (no polling of the document), its items (items.js),
-// and the actions on it: cancel, retry the unsuccessful items, download the results.
-import { NotFound, download, follow, json } from "./api.js";
+// and the actions on it: cancel, retry the unsuccessful items, download the results, delete it once it has ended.
+import { NotFound, download, follow, json, request } from "./api.js";
 import { badge, confirmAction, h, number, seconds, setNotice, when } from "./dom.js";
 import { COUNTS, TERMINAL } from "./statuses.js";
 import { itemsTable } from "./items.js";
@@ -20,6 +20,7 @@ export function batchView(main, id, report) {
   const cancel = h("button", { id: "cancel", type: "button", class: "danger", hidden: true, onclick: onCancel }, "Cancel");
   const retry = h("button", { id: "retry", type: "button", hidden: true, onclick: onRetry }, "Retry unsuccessful");
   const save = h("a", { id: "download", href: "#", onclick: onDownload }, "Download results (.jsonl)");
+  const remove = h("button", { id: "delete", type: "button", class: "danger", hidden: true, onclick: onDelete }, "Delete");
   const items = itemsTable(id, report);
 
   const head = h(
@@ -29,7 +30,7 @@ export function batchView(main, id, report) {
     h("div", { class: "progress-line" }, bar, percent),
     h("dl", { class: "counts", id: "counts" }, COUNTS.map((name) => h("div", {}, h("dt", {}, name), cells[name]))),
     facts,
-    h("div", { class: "actions" }, cancel, retry, save),
+    h("div", { class: "actions" }, cancel, retry, save, remove),
   );
   main.replaceChildren(head, items.element);
   start();
@@ -99,6 +100,7 @@ export function batchView(main, id, report) {
     for (const name of COUNTS) cells[name].textContent = number(counts[name]);
     cancel.hidden = TERMINAL.has(state) || state === "cancelling";
     retry.hidden = !TERMINAL.has(state) || counts.succeeded === counts.total;
+    remove.hidden = !TERMINAL.has(state);
     retry.textContent = `Retry ${number(counts.total - counts.succeeded)} unsuccessful`;
   }
 
@@ -116,6 +118,7 @@ export function batchView(main, id, report) {
       ...(doc.retry_of ? fact("Retry of", h("a", { href: `#/batch/${encodeURIComponent(doc.retry_of)}`, id: "retry-of" }, doc.retry_of)) : []),
       ...(doc.deadline_at ? fact("Deadline", when(doc.deadline_at)) : []),
       ...(doc.expires_at ? fact("Expires", when(doc.expires_at)) : []),
+      ...Object.entries(doc.metadata || {}).map(([key, value]) => fact(`Metadata ${key}`, h("span", { dataset: { meta: key } }, value))).flat(),
     );
   }
 
@@ -137,6 +140,17 @@ export function batchView(main, id, report) {
     try {
       const answer = await json(`${path}/retry`, { method: "POST" });
       location.hash = `#/batch/${encodeURIComponent(answer.id)}`;
+    } catch (error) {
+      report(error);
+    }
+  }
+
+  async function onDelete() {
+    const ok = await confirmAction("Delete this batch? Its calls and results are removed for good; a webhook not yet sent is dropped.", "Delete the batch");
+    if (!ok || stopped) return;
+    try {
+      await request(path, { method: "DELETE" });
+      location.hash = "#/batches";
     } catch (error) {
       report(error);
     }

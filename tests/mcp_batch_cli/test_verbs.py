@@ -169,3 +169,28 @@ async def test_watch_follows_the_batch_to_its_end_and_resumes_after_a_seq(
     assert events[-1]["event"] == "end" and events[-1]["data"]["ok"] is False
     code, out, _ = await run_command("watch", batch_id, "--failures", env=env)
     assert [line.split()[2] for line in out.splitlines()[:-1]] == ["bad"]
+
+
+async def test_meta_tags_a_submit_list_filters_by_it_and_delete_removes_an_ended_batch(
+    env: dict[str, str], client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    path = write(tmp_path, "calls.jsonl", json_lines([ECHO]))
+    code, out, err = await run_command("submit", path, "--meta", "job=nightly", "--meta", "when=a=b", "--json", env=env)
+    assert code == 0, err
+    tagged = json.loads(out)
+    assert tagged["metadata"] == {"job": "nightly", "when": "a=b"}
+    await run_batch(client, [ECHO])
+    code, out, _ = await run_command("list", "--meta", "job=nightly", "--json", env=env)
+    assert code == 0 and [b["id"] for b in json.loads(out)["batches"]] == [tagged["id"]]
+    code, out, _ = await run_command("list", "--after", "2999-01-01T00:00:00Z", env=env)
+    assert code == 0 and "no batches that match" in out
+    code, _, err = await run_command("list", "--meta", "nightly", env=env)
+    assert code == 2 and "KEY=VALUE" in err
+    running = await submit(client, [{"server": "demo", "tool": "sleep", "arguments": {"seconds": 30}}])
+    code, _, err = await run_command("delete", running["id"], env=env)
+    assert code == 1 and "only an ended batch can be deleted" in err and f"mcp-batch cancel {running['id']}" in err
+    await finished(client, tagged["id"])
+    code, out, _ = await run_command("delete", tagged["id"], env=env)
+    assert code == 0 and out == f"batch {tagged['id']} deleted\n"
+    assert (await client.get(f"/v1/batches/{tagged['id']}")).status_code == 404
+    await client.post(f"/v1/batches/{running['id']}/cancel")

@@ -44,6 +44,7 @@ class BatchArguments(BaseModel):
     ] = None
     retention_seconds: Annotated[int | None, Field(ge=1, description=_about("retention_seconds"))] = None
     webhook_url: Annotated[str | None, Field(description=_about("webhook_url"))] = None
+    metadata: Annotated[dict[str, str] | None, Field(description=_about("metadata"))] = None
     idempotency_key: Annotated[
         str | None,
         Field(
@@ -83,6 +84,12 @@ def configured(model: type[A], description: str, default: float) -> type[A]:
     """`model` with its `wait_seconds` described as the settings bound it, and their default."""
     wait = Field(ge=0, description=description)
     return create_model(model.__name__, __base__=model, wait_seconds=(Annotated[float, wait], default))
+
+
+class DeleteBatchArguments(_Reading):
+    """delete_batch's: the ended batch to delete."""
+
+    batch_id: BatchIdArg
 
 
 class GetItemArguments(_Reading):
