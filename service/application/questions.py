@@ -8,6 +8,7 @@ its wait has not run out: one a stopped worker left behind is not shown once its
 from __future__ import annotations
 
 import time
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +16,7 @@ import orjson
 
 from mcp_batch.contract.answers import stored_answer
 from mcp_batch.errors import Conflict, Forbidden, InvalidBatch, Problem
-from mcp_batch.models import TERMINAL_BATCH, BatchDocument, ItemPage, ItemStatus
+from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchRequest, ItemPage, ItemStatus
 from mcp_batch.questions import (
     AnswerAction,
     InputAnswer,
@@ -24,9 +25,23 @@ from mcp_batch.questions import (
     InputRequest,
     PendingQuestion,
     PendingQuestions,
+    QuestionPolicy,
+    QuestionSettings,
 )
 from mcp_batch.tenants import Caller
 from service.application.services import Services, owned
+
+# Set by a door whose caller can see and answer a question while its batch runs (an MCP client that took tasks):
+# its batches ask by default. Every other caller's decline at once, so no call is held open for an answer nobody
+# will give (holding its backend's concurrency lease all the while).
+answerable: ContextVar[bool] = ContextVar("caller_can_answer", default=False)
+
+
+def defaulted(request: BatchRequest) -> BatchRequest:
+    """The request with the `questions` setting its caller gets when it sets none."""
+    if request.questions is not None or not answerable.get():
+        return request
+    return request.model_copy(update={"questions": QuestionSettings(policy=QuestionPolicy.ask)})
 
 
 async def waiting(services: Services, batch_id: str) -> dict[int, tuple[str, InputRequest]]:
@@ -111,8 +126,9 @@ async def _answer(
 
 async def answer_responses(services: Services, caller: Caller, batch_id: str, responses: dict[str, Any]) -> None:
     """Answer questions by their ids (MCP's `tasks/update` `inputResponses`): each response an ElicitResult
-    ({action, content}) or, for a sampling request, the message itself (an accept). InvalidBatch naming the key of
-    one that answers no waiting question or does not fit it; the valid ones are answered first."""
+    ({action, content}) or, for a sampling request, the message itself (an accept). A key that names no waiting
+    question is passed over (it was answered, or its wait ran out); InvalidBatch names the key and field of a
+    response that does not fit its question, the others being answered."""
     batch_id = await owned(services, batch_id, caller)
     by_id = {
         question.id: (index, item_id, question)
@@ -120,8 +136,10 @@ async def answer_responses(services: Services, caller: Caller, batch_id: str, re
     }
     problems: list[Problem] = []
     for key, response in responses.items():
-        if key not in by_id or not isinstance(response, dict):
-            problems.append(Problem(("inputResponses", key), "answers no question this task is waiting on"))
+        if key not in by_id:
+            continue
+        if not isinstance(response, dict):
+            problems.append(Problem(("inputResponses", key), "must be an object"))
             continue
         index, item_id, question = by_id[key]
         given = _as_answer(question, response)
@@ -133,7 +151,7 @@ async def answer_responses(services: Services, caller: Caller, batch_id: str, re
         except InvalidBatch as exc:
             problems += [Problem(("inputResponses", key, *p.loc), p.msg, p.type) for p in exc.problems]
         except Conflict:
-            problems.append(Problem(("inputResponses", key), "answers no question this task is waiting on"))
+            continue  # answered meanwhile, or its wait ran out
     if problems:
         raise InvalidBatch(problems)
 
