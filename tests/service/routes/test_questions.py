@@ -4,12 +4,16 @@ default; a wait that runs out answers `cancel`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support import by_id, eventually, finished, submit
+from mcp_batch.settings import Settings
+from mcp_batch.tenants import hash_key
+from tests.support import by_id, eventually, finished, running_service, submit
 from tests.third_party import everything_command
 
 pytestmark = pytest.mark.timeout(120)
@@ -107,3 +111,57 @@ async def test_a_sampling_request_is_answered_with_the_callers_message(client: h
     assert response.status_code == 200, response.text
     done = by_id(await finished(client, batch["id"]))["ask"]
     assert done["status"] == "ok" and "written by the caller" in done["content"][0]["text"]
+
+
+async def test_an_input_required_result_is_asked_the_same_way_and_its_round_carries_the_answer(
+    client: httpx.AsyncClient,
+) -> None:
+    call = {"id": "ask", "server": "demo", "tool": "ask_round", "arguments": {"message": "Ship it?"}}
+    batch = await submit(client, [call], questions=ASK)
+    question = (await asked(client, batch["id"]))["input_request"]
+    assert question["params"]["message"] == "Ship it?" and question["params"]["requestedSchema"]["required"] == ["go"]
+    answer = {"action": "accept", "content": {"go": True}}
+    assert (await client.post(f"/v1/batches/{batch['id']}/items/ask/input", json=answer)).status_code == 200
+    done = by_id(await finished(client, batch["id"]))["ask"]
+    assert done["status"] == "ok" and done["content"][0]["text"] == 'answered accept: {"go": true}'
+
+
+WRITER, READER, OTHER = "mcpb_writer-key", "mcpb_reader-key", "mcpb_other-key"
+
+
+def as_(base_url: str, key: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+async def test_only_the_batchs_tenant_sees_or_answers_and_a_sampling_request_needs_write(
+    settings: Settings, tmp_path: Path
+) -> None:
+    keys = [
+        {"sha256": hash_key(WRITER), "tenant": "alpha", "write": True},
+        {"sha256": hash_key(READER), "tenant": "alpha"},
+        {"sha256": hash_key(OTHER), "tenant": "beta", "write": True},
+    ]
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
+    keyed = settings.model_copy(update={"auth": "keys", "keys": tmp_path / "keys.json"})
+    call = {"id": "ask", "server": "everything", "tool": "trigger-sampling-request", "arguments": {"prompt": "hi"}}
+    message = {"role": "assistant", "content": {"type": "text", "text": "from the writer"}, "model": "human"}
+    async with running_service(keyed) as service, as_(service.base_url, WRITER) as writer:
+        batch = await submit(writer, [call], read_only=False, questions=ASK)
+        where = f"/v1/batches/{batch['id']}"
+        await asked(writer, batch["id"])
+        async with as_(service.base_url, OTHER) as other:
+            for response in (
+                await other.get(f"{where}/items/ask"),
+                await other.get(f"{where}/questions"),
+                await other.post(f"{where}/items/ask/input", json={"action": "accept", "content": message}),
+            ):
+                assert response.status_code == 404, response.text
+        async with as_(service.base_url, READER) as reader:
+            seen = (await reader.get(f"{where}/questions")).json()["questions"]
+            assert [q["input_request"]["kind"] for q in seen] == ["sampling"]  # the tenant's read key sees it
+            refused = await reader.post(f"{where}/items/ask/input", json={"action": "accept", "content": message})
+            assert refused.status_code == 403 and "write" in refused.text
+        answered = await writer.post(f"{where}/items/ask/input", json={"action": "accept", "content": message})
+        assert answered.status_code == 200, answered.text
+        done = by_id(await finished(writer, batch["id"]))["ask"]
+        assert done["status"] == "ok" and "from the writer" in done["content"][0]["text"]
