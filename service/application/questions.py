@@ -28,6 +28,7 @@ from mcp_batch.questions import (
     QuestionPolicy,
     QuestionSettings,
 )
+from mcp_batch.store import Store
 from mcp_batch.tenants import Caller
 from service.application.services import Services, owned
 
@@ -46,7 +47,12 @@ def defaulted(request: BatchRequest) -> BatchRequest:
 
 async def waiting(services: Services, batch_id: str) -> dict[int, tuple[str, InputRequest]]:
     """The batch's items waiting for an answer: index -> (item id, question), in index order."""
-    store, now = services.store, time.time()
+    return await waiting_in(services.store, batch_id)
+
+
+async def waiting_in(store: Store, batch_id: str) -> dict[int, tuple[str, InputRequest]]:
+    """`waiting`, from the store alone."""
+    now = time.time()
     found: dict[int, tuple[str, InputRequest]] = {}
     for index, raw in sorted((await store.questions.waiting(batch_id)).items()):
         question = InputRequest.model_validate_json(raw)

@@ -13,6 +13,7 @@ import pytest
 
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
+from tests.service.routes.test_stream import sse
 from tests.support import by_id, eventually, finished, running_service, submit
 from tests.third_party import everything_command
 
@@ -165,3 +166,23 @@ async def test_only_the_batchs_tenant_sees_or_answers_and_a_sampling_request_nee
         assert answered.status_code == 200, answered.text
         done = by_id(await finished(writer, batch["id"]))["ask"]
         assert done["status"] == "ok" and "from the writer" in done["content"][0]["text"]
+
+
+async def test_the_event_stream_announces_the_question_once_then_the_answered_item_and_the_end(
+    client: httpx.AsyncClient,
+) -> None:
+    batch = await submit(client, [elicit()], read_only=False, questions=ASK)
+    seen = []
+    async with client.stream("GET", f"/v1/batches/{batch['id']}/events") as response:
+        async for event in sse(response):
+            seen.append(event)
+            if event.event == "input_required":
+                assert event.data["id"] == "ask" and event.data["kind"] == "elicitation"
+                answer = {"action": "accept", "content": {"name": "Ada"}, "request_id": event.data["request_id"]}
+                answered = await client.post(f"/v1/batches/{batch['id']}/items/ask/input", json=answer)
+                assert answered.status_code == 200
+    names = [event.event for event in seen]
+    assert names.count("input_required") == 1 and names[-1] == "end"
+    assert names.index("input_required") < names.index("item")
+    waiting = [e.data["counts"] for e in seen if e.event == "progress" and e.data["counts"]["input_required"]]
+    assert waiting and all(counts["running"] == 0 for counts in waiting)
