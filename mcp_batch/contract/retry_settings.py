@@ -8,6 +8,7 @@ itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +31,7 @@ def kept(row: BatchRow, webhook_url: str | None) -> dict[str, Any]:
         "deadline_seconds": deadline,
         "retention_seconds": row.retention,
         "webhook_url": webhook_url,
+        "questions": None if row.questions is None else json.loads(row.questions),
     }
 
 

@@ -102,6 +102,7 @@ class BatchRow:
     # Items a take-over found in flight on a stopped worker (which may have sent them): index -> that worker ('' if
     # unknown); the hash's `lost:<index>`, copied from the job's `runner:<job>`. One here without a record may have run.
     lost: dict[int, str] = field(default_factory=dict)
+    questions: str | None = None  # the `questions` setting as submitted (JSON), when it set one
 
     @property
     def ended_items(self) -> int:
@@ -185,6 +186,7 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         deadline_seconds=_float(m.get("deadline_seconds")),
         settings_from=json.loads(m["settings_from"]) if "settings_from" in m else None,
         lost={int(k[5:]): v for k, v in m.items() if k.startswith("lost:")},
+        questions=m.get("questions"),
     )
 
 

@@ -172,6 +172,7 @@ EVERY_SETTING: dict[str, Any] = {
     "deadline_seconds": 12.5,
     "retention_seconds": 77,
     "webhook_url": "https://hooks.example.com/h?token=x",
+    "questions": {"policy": "ask", "wait_seconds": 9.5},
 }
 
 
