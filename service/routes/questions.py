@@ -22,14 +22,18 @@ _ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/batches/{batch_id}/questions", summary="The batch's items waiting for an answer")
+@router.get(
+    "/batches/{batch_id}/questions",
+    summary="The batch's items waiting for an answer",
+    responses={404: {"model": ErrorDetail, "description": "No such batch (or it expired)."}},
+)
 async def list_questions(batch_id: OwnedBatchId, services: ServicesDep) -> PendingQuestions:
     """Each item whose backend asked a question and waits for the answer (status `input_required`), with the
     question: its kind, the MCP request's params (the message, the requested schema) and when the wait ends."""
     return await questions.pending(services, batch_id)
 
 
-# Not `:path`, unlike GET .../items/{item_id}: an id holding '/' is answered with it sent encoded (%2F).
+# Not `:path`: an id holding '/' is answered with it sent encoded (%2F); GET .../items/{item_id} leaves this path.
 @router.post(
     "/batches/{batch_id}/items/{item_id}/input",
     summary="Answer an item's question",
