@@ -11,6 +11,9 @@ past the last sign of life: a submit, a finished item, a lease renewal):
     {p}:batch:{id}:inflight   hash    item index -> the shard job running it (claimed, not yet finished)
     {p}:batch:{id}:orphans    list    `index:flag` of items taken back from a stopped worker, run first
                                       (flag 1: it may have reached its backend; 0: it surely did not)
+    {p}:batch:{id}:questions  hash    item index -> JSON question a backend is waiting on (its input request)
+    {p}:batch:{id}:answers    hash    item index -> JSON answer, until the waiting worker takes it
+                                      (both expire a while after the wait they serve: not in `batch_keys`)
     {p}:idem:{sha256}         string  an Idempotency-Key's JSON {batch_id, fingerprint} (named in the batch's meta)
 Per backend:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
@@ -90,6 +93,12 @@ class Keys:
 
     def orphans(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{batch_id}:orphans"
+
+    def questions(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:questions"
+
+    def answers(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:answers"
 
     def batch_keys(self, batch_id: str) -> list[str]:
         """All keys of one batch, in the order the store's scripts expect them."""

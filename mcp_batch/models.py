@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from mcp_batch.metadata import Metadata, RequestMetadata
+from mcp_batch.questions import InputRequest, QuestionSettings
 
 
 class Mode(StrEnum):
@@ -47,10 +48,11 @@ TERMINAL_BATCH = frozenset({BatchStatus.completed, BatchStatus.cancelled, BatchS
 
 
 class ItemStatus(StrEnum):
-    """Where one call is; every status but `pending` and `running` is final."""
+    """Where one call is; every status but `pending`, `running` and `input_required` is final."""
 
     pending = "pending"
     running = "running"
+    input_required = "input_required"  # running, its backend waiting for the caller's answer (questions.py)
     ok = "ok"
     error = "error"
     unknown_server = "unknown_server"
@@ -66,7 +68,7 @@ class ItemStatus(StrEnum):
     interrupted = "interrupted"
 
 
-TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running})
+TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running, ItemStatus.input_required})
 # Terminal statuses that count as failures (and trigger on_error=stop); an item the caller ended is not one.
 FAILED_ITEM = frozenset(TERMINAL_ITEM - {ItemStatus.ok, ItemStatus.skipped, ItemStatus.cancelled, ItemStatus.expired})
 # An id's characters, as contract/validation.py checks them (stated here for the OpenAPI document): no '.' (references
@@ -159,6 +161,7 @@ class BatchRequest(BaseModel):
         description="How long the finished batch is kept (then GET is 404); default from settings.",
         json_schema_extra={"maximum": _DEFAULT_CEILINGS["retention_ceiling_seconds"]},
     )
+    questions: QuestionSettings | None = Field(None, description="What a backend's question does (questions.py).")
     webhook_url: str | None = Field(
         None,
         description="POSTed once with a summary when the batch ends, signed in `X-MCP-Batch-Signature` "
@@ -207,6 +210,7 @@ class ItemResult(BaseModel):
     )
     is_error: bool | None = Field(None, description="The tool's own isError flag, when the tool answered.")
     error: ItemError | None = None
+    input_request: InputRequest | None = Field(None, description="The backend's question, while `input_required`.")
     started_at: str | None = Field(None, description="When a worker took the item (ISO 8601, UTC).")
     finished_at: str | None = Field(None, description="When the item's result was made (ISO 8601, UTC).")
     queued_seconds: float | None = Field(None, description="From the batch's submit to a worker taking the item.")
@@ -215,9 +219,7 @@ class ItemResult(BaseModel):
         description="Time the item waited for its backend's session to open (a stdio server starting, an HTTP "
         "handshake and tools/list); left out when a session was open.",
     )
-    rate_wait_seconds: float | None = Field(
-        None, description="Time spent waiting for the backend's concurrency lease and rate-limit slot."
-    )
+    rate_wait_seconds: float | None = Field(None, description="Time waiting for the backend's lease and rate slot.")
     elapsed_seconds: float | None = Field(
         None, description="The backend call itself, from send to answer (of the last attempt, when it was retried)."
     )
@@ -291,6 +293,7 @@ class Counts(BaseModel):
     pending: int
     running: int
     skipped: int
+    input_required: int = Field(0, description="Running items waiting for the caller's answer (not in `running`).")
     cancelled: int = 0
     expired: int = 0
 

@@ -321,6 +321,21 @@ class Settings(BaseSettings):
         "reached is logged and opened again by its first call.",
     )
 
+    # A backend's questions during a call (elicitation, sampling): the item's input request.
+    input_wait_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description="How long a call whose backend asks a question is held open for the caller's answer, for a batch "
+        "with `questions.policy: ask` that sets no `wait_seconds`; then the backend is answered `cancel`.",
+    )
+    input_request_max_bytes: int = Field(
+        65_536,
+        ge=1_024,
+        description="Largest question stored as an item's input request (its params as JSON); a larger one is "
+        "declined at once.",
+    )
+
 
 @lru_cache
 def get_settings() -> Settings:

@@ -25,6 +25,7 @@ from mcp_batch.records import ErrorInfo, ItemRecord, error_info
 from mcp_batch.store.claims import Claim
 from worker import metrics
 from worker.admission import LimitWait
+from worker.questions import hold_seconds
 from worker.sessions import BackendSession, SessionPool
 
 logger = logging.getLogger(__name__)
@@ -148,10 +149,11 @@ async def _send(
     after a backoff), or the record of the failure that ended it."""
     claim, attempts = call.claim, 0
     timeout = claim.timeout_seconds or session.call_timeout
+    lease_seconds = timeout + _LEASE_MARGIN + hold_seconds()  # a call held open for an answer keeps its lease
     while True:
         try:
             async with pool.gate.admit(
-                claim.server, session.backend, pool.max_limit_wait, timeout + _LEASE_MARGIN, share
+                claim.server, session.backend, pool.max_limit_wait, lease_seconds, share
             ) as gate:
                 call.waited = round((call.waited or 0.0) + gate.waited, 6)
                 attempts = call.attempts = attempts + 1  # counted when sent: a call the gate turns away never was

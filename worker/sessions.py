@@ -25,6 +25,7 @@ from mcp_batch.contract.checks import Bounds
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
 from mcp_batch.models import ToolInfo
 from worker.admission import Gate
+from worker.questions import Seats, current
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class BackendSession:
         self.tools: dict[str, ToolInfo] = {}
         self.listed_at = 0.0  # when `tools` was last listed
         self.suspect = False  # set when a call timed out; the next user pings before trusting the session
+        self.seats = Seats()  # the calls in flight, which a backend's question may be for
         self._closing = asyncio.Event()
         self._owner: asyncio.Task[None] | None = None
 
@@ -65,8 +67,9 @@ class BackendSession:
     async def _own(self, ready: asyncio.Future[None]) -> None:
         outcome = HttpOutcome()
         http_outcome.set(outcome)  # this task's own context: records a 401/403 answered to the handshake
+        current.set(None)  # copied from the item that opened it: a question on this task is no item's by that
         try:
-            async with connect(self.backend, self.call_timeout) as client:
+            async with connect(self.backend, self.call_timeout, self.seats) as client:
                 self.tools = {t.name: t for t in await list_tools(client)}
                 self.client = client
                 self.listed_at = time.monotonic()
@@ -110,8 +113,9 @@ class BackendSession:
         outcome = HttpOutcome()
         token = http_outcome.set(outcome)
         try:
-            async with asyncio.timeout(timeout):  # no extra task per call, unlike wait_for
-                return await client.call_tool(tool, arguments)
+            async with asyncio.timeout(timeout) as timer:  # no extra task per call, unlike wait_for
+                with self.seats.seat(timer):
+                    return await client.call_tool(tool, arguments)
         except TimeoutError:
             self.suspect = True
             raise BackendTimeout(f"{self.name!r} did not answer {tool!r} within {timeout:g}s") from None

@@ -33,6 +33,7 @@ from worker.context import WorkerState
 from worker.context import state as worker_state
 from worker.feeder import Feeder, reads_ahead
 from worker.item_refs import BatchReferences
+from worker.questions import BatchQuestions, bind, for_batch
 from worker.recovery import requeue
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
@@ -62,6 +63,7 @@ class _Shard:
     grace: float = 0.0  # how long calls in flight may still run once cut
     lost: bool = False  # the lease was taken over: claim nothing more
     lanes: list[_Lane] = field(default_factory=list)
+    questions: BatchQuestions | None = None  # what a backend's question during a call does
     handed_back: list[tuple[int, bool]] = field(default_factory=list)  # (index, dispatched) of calls cut
 
     @property
@@ -128,7 +130,7 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
         logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
         await store.leases.release(batch_id, job)
         return
-    run = _Shard(meta)
+    run = _Shard(meta, questions=await for_batch(store.questions, batch_id, settings))
     renewing = asyncio.create_task(_renew(store, batch_id, job, settings.lease_seconds / 3, run))
     watching = asyncio.create_task(_watch(state, batch_id, run))
     try:
@@ -173,6 +175,7 @@ async def _lane(
             return
         lane.claim, lane.dispatched = claim, False
         logs.bind(item_id=claim.id, index=claim.index, server=claim.server)
+        bind(run.questions, claim.index)
         build = records.builder(worker_id, round(time.time() - created_at, 6))
 
         def dispatched(lane: _Lane = lane) -> None:

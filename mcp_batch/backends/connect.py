@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_batch.backends.asking import Answerers, declining
 from mcp_batch.backends.failures import describe
 from mcp_batch.backends.servers_file import Backend, HttpBackend
 from mcp_batch.backends.stdio_probe import StdioProbe, watching
@@ -52,8 +54,9 @@ async def _record_status(response: httpx2.Response) -> None:
 
 
 @asynccontextmanager
-async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
+async def connect(backend: Backend, timeout: float, answerers: Answerers = declining) -> AsyncIterator[Client]:
     """An initialized Client for `backend`; `timeout` bounds each HTTP request (not stdio, which has no requests).
+    The client declares elicitation and sampling, so a backend lists the tools that ask; `answerers` answer them.
 
     A failure while opening it or inside the block is a BackendError saying its root cause in words
     (backends/failures.py); refused credentials (HTTP 401/403) are BackendUnauthenticated."""
@@ -73,9 +76,8 @@ async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
                 )
                 http.event_hooks["response"].append(_record_status)
                 await stack.enter_async_context(http)
-                client = await stack.enter_async_context(
-                    Client(streamable_http_client(backend.url, http_client=http), cache=None)
-                )
+                transport = streamable_http_client(backend.url, http_client=http)
+                client = await stack.enter_async_context(_client(transport, answerers))
             else:
                 params = StdioServerParameters(
                     command=backend.command,
@@ -84,7 +86,7 @@ async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
                     cwd=backend.cwd,
                 )
                 with watching(probe):  # the process starts as the client is entered
-                    client = await stack.enter_async_context(Client(params, cache=None))
+                    client = await stack.enter_async_context(_client(params, answerers))
             phase = "listing tools"
             yield client
     except MCPBatchError:
@@ -94,6 +96,10 @@ async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
     finally:
         if token is not None:
             http_outcome.reset(token)
+
+
+def _client(server: Transport | StdioServerParameters, answerers: Answerers) -> Client:
+    return Client(server, cache=None, elicitation_callback=answerers.elicit, sampling_callback=answerers.sample)
 
 
 async def _failure(exc: Exception, backend: Backend, phase: str, status: int | None, probe: StdioProbe) -> BackendError:

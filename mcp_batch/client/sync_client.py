@@ -24,6 +24,7 @@ from mcp_batch.models import (
     ItemResult,
     ItemStatus,
 )
+from mcp_batch.questions import InputAnswered, PendingQuestions
 
 Progress = Callable[[BatchDocument], object]
 
@@ -142,6 +143,24 @@ class Client:
             page = self.item_page(batch_id, item_id, page.next_cursor)
             whole["content"] = (whole.get("content") or []) + (page.content or [])
         return ItemResult.model_validate(whole)
+
+    def questions(self, batch_id: str) -> PendingQuestions:
+        """The batch's items waiting for an answer to their backend's question (`input_required`)."""
+        response = self._send("GET", f"{wire.batch_path(batch_id)}/questions")
+        return PendingQuestions.model_validate_json(response.content)
+
+    def answer(
+        self,
+        batch_id: str,
+        item_id: str,
+        action: str = "accept",
+        content: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> InputAnswered:
+        """Answer the item's question: `accept` with `content`, `decline` or `cancel`; InvalidRequest naming each
+        field that does not fit its schema, Conflict when the item waits for no answer."""
+        path, body = wire.answer_request(batch_id, item_id, action, content, request_id)
+        return InputAnswered.model_validate_json((self._send("POST", path, json=body)).content)
 
     def cancel(self, batch_id: str) -> BatchDocument:
         """Cancel: nothing new starts; Conflict (with `batch_status`) when the batch has already ended."""

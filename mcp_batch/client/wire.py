@@ -26,6 +26,7 @@ from mcp_batch.client.errors import (
 )
 from mcp_batch.metadata import QUERY_PREFIX
 from mcp_batch.models import BatchRequest, Call
+from mcp_batch.questions import InputAnswer
 from mcp_batch.retry_request import RetryRequest
 from mcp_batch.webhook_urls import URL_HEADER as WEBHOOK_URL_HEADER
 
@@ -153,6 +154,23 @@ def unreachable(base_url: str, exc: httpx.TransportError, lost: bool = False) ->
 
 def batch_path(batch_id: str) -> str:
     return f"/v1/batches/{quote(batch_id, safe='')}"
+
+
+def answer_request(
+    batch_id: str, item_id: str, action: str, content: Mapping[str, Any] | None, request_id: str | None
+) -> tuple[str, dict[str, Any]]:
+    """The path and body of an answer to an item's question (checked here first, as the service would)."""
+    fields = {"action": action, "content": None if content is None else dict(content), "request_id": request_id}
+    try:
+        body = InputAnswer.model_validate(fields)
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False)
+        problems = [Problem(tuple(e["loc"]), e["msg"], e["type"]) for e in errors]
+        raise InvalidRequest(
+            "not a valid answer: " + "; ".join(p.describe() for p in problems), 422, "", None, problems
+        ) from None
+    path = f"{batch_path(batch_id)}/items/{quote(item_id, safe='')}/input"
+    return path, body.model_dump(mode="json", exclude_none=True)
 
 
 def stream_error(event: Event, url: str) -> ServiceError:

@@ -33,6 +33,7 @@ class PlainItem(TypedDict):
     meta: NotRequired[dict[str, Any]]
     is_error: NotRequired[bool]
     error: NotRequired[dict[str, Any]]
+    input_request: NotRequired[dict[str, Any]]
     started_at: NotRequired[str]
     finished_at: NotRequired[str]
     queued_seconds: NotRequired[float]
@@ -64,6 +65,7 @@ _TYPES: dict[str, type | None] = {
     "meta": dict,
     "is_error": bool,
     "error": dict,
+    "input_request": dict,
     "started_at": str,
     "finished_at": str,
     "queued_seconds": float,

@@ -8,6 +8,7 @@ itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +32,7 @@ def kept(row: BatchRow, webhook_url: str | None) -> dict[str, Any]:
         "retention_seconds": row.retention,
         "webhook_url": webhook_url,
         "metadata": row.metadata or None,
+        "questions": None if row.questions is None else json.loads(row.questions),
     }
 
 

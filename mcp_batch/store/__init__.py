@@ -8,6 +8,7 @@
     idempotency   Idempotency-Key records
     webhooks      the completion webhooks' delivery queue
     deletion      deleting an ended batch whole
+    questions     the questions backends wait on during a call, and the callers' answers
 
 The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
 as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
@@ -24,6 +25,7 @@ from mcp_batch.store.claims import Claims
 from mcp_batch.store.deletion import Deletion
 from mcp_batch.store.idempotency import IdempotencyKeys
 from mcp_batch.store.leases import Leases
+from mcp_batch.store.questions import Questions
 from mcp_batch.store.reads import Reads
 from mcp_batch.store.submits import Submits
 from mcp_batch.store.tenant_index import TenantIndex
@@ -58,6 +60,7 @@ class Store:
         self.idempotency = IdempotencyKeys(redis, keys, live_ms)
         self.webhooks = WebhookQueue(redis, keys, _WEBHOOK_LEASE_SECONDS)
         self.deletion = Deletion(redis, keys)
+        self.questions = Questions(redis, keys)
 
     @classmethod
     def from_settings(cls, redis: Redis, settings: Settings, done: Listener | None = None) -> Store:

@@ -115,6 +115,8 @@ class BatchRow:
         in_hand = self.claimed - self.finished
         return in_hand if self.busy is None else min(self.busy, in_hand)
 
+    questions: str | None = None  # the `questions` setting as submitted (JSON), when it set one
+
     @property
     def ended_items(self) -> int:
         """How many items have a place in finish order: the finished ones, and once the batch has ended every item
@@ -200,6 +202,7 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         busy=_busy(m),
         held=frozenset(int(i) for k, v in m.items() if k.startswith("held:") for i in v.split(",") if i),
         metadata=load_metadata(m.get("metadata")),
+        questions=m.get("questions"),
     )
 
 

@@ -90,6 +90,7 @@ class Submits:
                 "settings_from": None if settings_from is None else json.dumps(dict(settings_from)),
                 "idempotency_key": idempotency_key,
                 "webhook_url": request.webhook_url,
+                "questions": None if request.questions is None else request.questions.model_dump_json(),
                 "traceparent": traceparent,
             },
         )

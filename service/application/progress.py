@@ -22,6 +22,7 @@ from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.store import Store
+from service.application.questions import waiting_in
 from service.application.services import Services
 
 logger = logging.getLogger(__name__)
@@ -51,13 +52,14 @@ async def _events(
     loop = asyncio.get_running_loop()
     give_up = loop.time() + max_seconds
     quiet_since = loop.time()
-    position, shown = after, None
+    position, shown, asked = after, None, set[str]()
     while True:
         row = await store.reads.row(batch_id)  # its `finished` is the length of the list of finished items
         document = documents.summary(batch_id, row, 0, 0, [])
         ended = document.status in TERMINAL_BATCH
         sent = False
         counts = document.counts.model_dump(mode="json")
+        questions = await _questions(store, batch_id, counts, asked) if counts["running"] and not ended else []
         # The first progress comes before the items that finished before the client connected; later ones follow
         # the run of items that changed them.
         first = shown is None
@@ -72,6 +74,9 @@ async def _events(
         if not first and (document.status, counts) != shown:
             shown, sent = (document.status, counts), True
             yield [Event("progress", {"status": document.status.value, "counts": counts})]
+        if questions:
+            sent = True
+            yield questions
         if ended:
             yield [
                 Event(
@@ -97,6 +102,21 @@ async def _events(
             yield [Event("timeout", {"detail": detail, "after": position})]
             return
         await store.reads.wait(batch_id, min(check_seconds, give_up - now, quiet_since + heartbeat_seconds - now))
+
+
+async def _questions(store: Store, batch_id: str, counts: dict[str, Any], asked: set[str]) -> list[Event]:
+    """An `input_required` event for each question not announced yet; `counts` made to count the waiting items
+    apart from the running ones, as the document does."""
+    found = await waiting_in(store, batch_id)
+    counts["running"] -= len(found)
+    counts["input_required"] = len(found)
+    events = []
+    for index, (item_id, question) in found.items():
+        if question.id not in asked:
+            asked.add(question.id)
+            data = {"index": index, "id": item_id, "request_id": question.id, "kind": question.kind.value}
+            events.append(Event("input_required", data | {"expires_at": question.expires_at}))
+    return events
 
 
 async def progress(services: Services, batch_id: str, after: int) -> AsyncIterator[list[Event]]:

@@ -19,6 +19,7 @@ from mcp_batch.errors import BatchNotFound, InvalidCursor
 from mcp_batch.models import BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
 from mcp_batch.store.tenant_index import Filters
 from mcp_batch.tenants import Caller
+from service.application.questions import item_with_question, with_questions
 from service.application.services import Services
 
 
@@ -33,7 +34,8 @@ async def document(services: Services, batch_id: str, offset: int = 0, limit: in
     for k, (block, char) in resumes.items():
         items[k]["next_cursor"] = services.cursors.issue(tenant, Position(batch_id, items[k]["index"], block, char))
     results = [ItemResult.model_validate(item) for item in items]
-    return found.model_copy(update={"results": results, "truncated": removed > 0, "truncated_bytes": removed})
+    found = found.model_copy(update={"results": results, "truncated": removed > 0, "truncated_bytes": removed})
+    return await with_questions(services, found)  # items waiting for an answer, as `input_required`
 
 
 async def wait(services: Services, batch_id: str, seconds: float) -> None:
@@ -67,7 +69,7 @@ async def item(services: Services, batch_id: str, item_id: str, cursor: str | No
         )
     if resume is not None:
         small["next_cursor"] = services.cursors.issue(tenant, Position(batch_id, found["index"], *resume))
-    return ItemPage.model_validate(small)
+    return await item_with_question(services, batch_id, ItemPage.model_validate(small))
 
 
 @dataclass(frozen=True)

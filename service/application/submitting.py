@@ -24,6 +24,7 @@ from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency, overview
 from mcp_batch.store.submits import new_batch_id
 from mcp_batch.tenants import ANYONE, Caller, authorize
+from service.application import questions
 from service.application.retry import Lineage, retry_request
 from service.application.services import Services
 
@@ -117,6 +118,7 @@ async def submit(
     Validate, claim the key, store and queue, then record the batch under the key; the key is released if the
     batch could not be stored. The same key with another request: IdempotencyConflict.
     """
+    request = questions.defaulted(request)
     with tracing.submit_span(len(request.calls)) as span:
         submitted = await _submit(services, request, caller, key, lineage)
         tracing.submitted(span, submitted.batch_id, submitted.created)

@@ -111,7 +111,7 @@ def _typed(value: str) -> Any:
         parsed = json.loads(value)
     except ValueError:
         return value
-    return parsed if isinstance(parsed, bool | int | float) else value
+    return parsed if isinstance(parsed, bool | int | float | dict) else value  # an object: the `questions` option
 
 
 def _secret_in_query(name: str) -> Problem:
@@ -208,6 +208,7 @@ _OPTION_SCHEMAS: dict[str, dict[str, Any]] = {
     "deadline_seconds": {"type": "number", "exclusiveMinimum": 0},
     "retention_seconds": {"type": "integer", "minimum": 1},
     "webhook_url": {"type": "string"},
+    "questions": {"type": "string", "description": 'The `questions` object as JSON: `{"policy":"ask"}`.'},
 }
 _LINES = (
     "JSON Lines: one call (a `Call` object) per line; the batch options as query parameters (`webhook_url` in the "

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AfterValidator
+from starlette.convertors import StringConvertor, register_url_convertor
 
 from mcp_batch.contract import list_filters
 from mcp_batch.metadata import QUERY_PREFIX
@@ -30,6 +31,14 @@ from service.auth import AUTH_RESPONSES, CallerDep
 from service.bodies import JSONLinesRoute, accepts_json_lines, takes_query_prefix
 from service.deps import OwnedBatchId, ServicesDep
 
+
+class _ItemPath(StringConvertor):
+    """An item id that may hold '/', but not one ending in `/input` (the route that answers an item's question)."""
+
+    regex = r"(?:(?!/input$).)+"
+
+
+register_url_convertor("item_path", _ItemPath())
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=JSONLinesRoute, responses=AUTH_RESPONSES)
 
 _NDJSON = "application/x-ndjson"
@@ -213,10 +222,10 @@ async def recent_items(
     return await reading.recent_items(services, caller, batches, per_batch)
 
 
-# `:path`: ids are the caller's data and may hold '/' ("reports/2024"); the item answers with it sent encoded
-# (%2F) or as is (a proxy may decode %2F), since nothing else lives below /items/.
+# `:item_path`: ids are the caller's data and may hold '/' ("reports/2024"); the item answers with it sent encoded
+# (%2F) or as is (a proxy may decode %2F). Only `.../input`, where an item's question is answered, lives below it.
 @router.get(
-    "/batches/{batch_id}/items/{item_id:path}",
+    "/batches/{batch_id}/items/{item_id:item_path}",
     summary="One item, whole, paging through large content",
     responses=_NOT_FOUND,
 )

@@ -4,6 +4,7 @@ import { NotFound, download, follow, json, request } from "./api.js";
 import { badge, confirmAction, h, number, seconds, setNotice, when } from "./dom.js";
 import { COUNTS, TERMINAL } from "./statuses.js";
 import { itemsTable } from "./items.js";
+import { questionsPanel } from "./questions.js";
 
 export function batchView(main, id, report) {
   const stream = new AbortController();
@@ -22,6 +23,7 @@ export function batchView(main, id, report) {
   const save = h("a", { id: "download", href: "#", onclick: onDownload }, "Download results (.jsonl)");
   const remove = h("button", { id: "delete", type: "button", class: "danger", hidden: true, onclick: onDelete }, "Delete");
   const items = itemsTable(id, report);
+  const questions = questionsPanel(id, report);
 
   const head = h(
     "section",
@@ -32,7 +34,7 @@ export function batchView(main, id, report) {
     facts,
     h("div", { class: "actions" }, cancel, retry, save, remove),
   );
-  main.replaceChildren(head, items.element);
+  main.replaceChildren(head, questions.element, items.element);
   start();
 
   async function start() {
@@ -45,6 +47,7 @@ export function batchView(main, id, report) {
     }
     showDocument();
     items.reload();
+    if (doc.counts.input_required) questions.refresh();
     if (!TERMINAL.has(doc.status)) listen();
   }
 
@@ -77,6 +80,7 @@ export function batchView(main, id, report) {
     } else if (name === "item") {
       items.touched(data);
     }
+    if (name === "input_required" || (name === "progress" && questionsChanged(data.counts))) questions.refresh();
     if (name === "end") ended();
   }
 
@@ -90,10 +94,17 @@ export function batchView(main, id, report) {
     items.reload();
   }
 
+  let waiting = 0; // items waiting for an answer, as last counted
+  function questionsChanged(counts) {
+    const changed = (counts.input_required ?? 0) !== waiting;
+    waiting = counts.input_required ?? 0;
+    return changed;
+  }
+
   function showProgress(state, counts) {
     status.replaceChildren(badge(state));
     if (doc && !TERMINAL.has(state)) elapsed.textContent = seconds((Date.now() - Date.parse(doc.created_at)) / 1000);
-    const done = counts.total - counts.pending - counts.running;
+    const done = counts.total - counts.pending - counts.running - (counts.input_required ?? 0);
     bar.max = Math.max(counts.total, 1);
     bar.value = done;
     percent.textContent = `${number(done)} of ${number(counts.total)} (${Math.floor((100 * done) / Math.max(counts.total, 1))}%)`;

@@ -173,6 +173,7 @@ EVERY_SETTING: dict[str, Any] = {
     "retention_seconds": 77,
     "webhook_url": "https://hooks.example.com/h?token=x",
     "metadata": {"job": "nightly"},
+    "questions": {"policy": "ask", "wait_seconds": 9.5},
 }
 
 

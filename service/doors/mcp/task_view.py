@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from mcp_batch.models import BatchDocument, BatchStatus
+from mcp_batch.questions import InputRequest
 
 # Queued, running and cancelling batches are all at work; an expired batch has its result (its unfinished items
 # say `expired`), as a tool that returned would: a task `failed` only for a JSON-RPC error, which a batch never is.
@@ -32,8 +33,10 @@ def _seconds(iso: str) -> float:
 def status_message(document: BatchDocument) -> str:
     """Progress in words: "412 of 1,000 calls finished, 3 failed" (then skipped, cancelled, expired, when any)."""
     counts = document.counts
-    finished = counts.total - counts.pending - counts.running
+    finished = counts.total - counts.pending - counts.running - counts.input_required
     progress = f"{finished:,} of {counts.total:,} calls finished"
+    if counts.input_required:
+        progress += f", {counts.input_required:,} waiting for an answer"
     others = [(counts.failed, "failed"), (counts.skipped, "skipped"), (counts.cancelled, "cancelled")]
     for count, what in [*others, (counts.expired, "expired")]:
         if count:
@@ -71,3 +74,12 @@ def task_view(document: BatchDocument, poll_ms: int) -> dict[str, Any]:
         "ttlSeconds": ttl // 1000,
         "pollIntervalMilliseconds": poll_ms,
     }
+
+
+def asking_view(waiting: dict[int, tuple[str, InputRequest]]) -> dict[str, Any]:
+    """The fields of a task whose items wait for answers: `input_required` and each question as an InputRequest
+    ({method, params}), keyed by the question's id (the key its answer comes back under in tasks/update)."""
+    if not waiting:
+        return {}
+    requests = {question.id: {"method": question.method, "params": question.params} for _, question in waiting.values()}
+    return {"status": "input_required", "inputRequests": requests}
