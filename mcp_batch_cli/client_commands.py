@@ -140,7 +140,8 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     out = terminal.console()
     if not batches:
-        out.print("no batches" + (" that match" if args.status or args.meta or args.after or args.before else ""))
+        filtered = args.meta or args.after or args.before
+        out.print("no batches" + (" that match" if filtered else " in these statuses" if args.status else ""))
     else:
         terminal.print_table(out, terminal.batches_table(batches))
     if page.next_cursor:
