@@ -15,7 +15,8 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 from rich.text import Text
 
-from mcp_batch.models import BatchDocument, BatchSummary, Counts, DryRun, ItemResult, ItemStatus
+from mcp_batch.dry_runs import DryRun
+from mcp_batch.models import BatchDocument, BatchSummary, Counts, ItemResult, ItemStatus
 from mcp_batch_cli.plain_text import one_line, printable, safe_json
 
 _STYLES = {ItemStatus.ok: "green", ItemStatus.skipped: "yellow", ItemStatus.cancelled: "yellow"}

@@ -37,6 +37,7 @@ from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
 from worker.delivery import deliver_forever
+from worker.latency import LatencySampler
 from worker.recovery import recover_forever
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
@@ -90,6 +91,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     cursors = CursorKey(await cursor_secret(redis, keys, settings.cursor_secret))
     pages = CursorPages(store, cursors, settings.response_max_bytes)
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)
+    state.latency = LatencySampler(store.latencies)
     heartbeat = Heartbeat(redis, keys, worker_id)
     await heartbeat.beat()  # live (and counted by /readyz) before the first job
     state.loops = [
@@ -125,6 +127,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         # its heartbeat ages out of the set by itself.
         with suppress(RedisError, OSError):
             await found.redis.zrem(found.keys.workers, found.worker_id)
+            if found.latency is not None:
+                await found.latency.close()
     finally:
         await found.metrics.close()
         await found.pool.close()

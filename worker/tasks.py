@@ -189,6 +189,8 @@ async def _lane(
             lane.timeout = None
         record = budget.cap_stored(record, max_bytes)  # every record passes here
         metrics.item_finished(claim.server, record["status"])
+        if state.latency is not None:
+            state.latency.note(claim.server, claim.tool, record)
         references.finished(claim.index, record)
         feeder.finish(claim, record)
         lane.claim = None

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys
-from mcp_batch.models import BatchStatus, BatchSummary
+from mcp_batch.models import BatchStatus, BatchSummary, Priority
 from mcp_batch.records import iso
 from mcp_batch.store.batch_row import LIST_FIELDS, past_deadline
 
@@ -19,7 +19,7 @@ _LIST_SCAN = 1_000  # most index entries one listing request reads (a status fil
 
 def _summary(batch_id: str, row: list[str | None], now: float) -> BatchSummary:
     """From the meta fields LIST_FIELDS; a batch past its deadline as a reader sees it (`BatchRow.as_of`)."""
-    status, total, finished, created, ended, retry_of, deadline, claimed, halt = row
+    status, total, finished, created, ended, retry_of, deadline, claimed, halt = row[:9]
     listed = BatchStatus(status or BatchStatus.queued)
     passed = past_deadline(listed, None if deadline is None else float(deadline), halt, now)
     if passed and int(claimed or 0) <= int(finished or 0):
@@ -32,6 +32,7 @@ def _summary(batch_id: str, row: list[str | None], now: float) -> BatchSummary:
         created_at=iso(float(created or 0)) or "",
         finished_at=iso(float(ended)) if ended else None,
         retry_of=retry_of,
+        priority=Priority(row[9] or Priority.normal),
     )
 
 

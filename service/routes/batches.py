@@ -9,13 +9,13 @@ from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AfterValidator
 
+from mcp_batch.dry_runs import DryRun
 from mcp_batch.models import (
     MAX_OFFSET,
     BatchDocument,
     BatchList,
     BatchRequest,
     BatchStatus,
-    DryRun,
     ErrorDetail,
     ItemPage,
     ItemStatus,
