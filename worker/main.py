@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 from mcp_batch import shards
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
+from mcp_batch.backends.priority import Priorities
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.contract.item_cursors import CursorKey
@@ -38,6 +39,7 @@ from worker.admission import Gate
 from worker.context import STATE, WorkerState
 from worker.delivery import deliver_forever
 from worker.latency import LatencySampler
+from worker.priority import PriorityTurns
 from worker.recovery import recover_forever
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
@@ -65,6 +67,7 @@ async def startup(ctx: dict[str, Any]) -> None:
         await listener.start()
     if settings.limiter == "redis":
         gate = Gate(RateLimiter(redis, keys), LeaseSemaphore(redis, keys), released, settings.redis_outage_seconds)
+        gate.turns = PriorityTurns(Priorities(redis, keys), settings.redis_outage_seconds)  # priority lives in Redis
     else:
         gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released, settings.redis_outage_seconds)
     store = Store.from_settings(redis, settings)

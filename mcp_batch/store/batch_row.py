@@ -30,7 +30,7 @@ from mcp_batch.tenants import DEFAULT_TENANT
 
 # The fields a worker needs to schedule a batch (one HMGET, not the whole hash).
 META_FIELDS = ["mode", "max_concurrency", "status", "read_only", "created_at", "shards", "deadline_at", "tenant"]
-META_FIELDS += ["rate_share", "traceparent", "on_error", "priority"]
+META_FIELDS += ["rate_share", "traceparent", "on_error", "priority", "calls_by_server"]
 LIMITS = TypeAdapter(dict[str, BackendLimits])  # the `limits` field: JSON, as the document shows it
 LIST_FIELDS = ["status", "total", "finished", "created_at", "finished_at", "retry_of", "deadline_at", "claimed", "halt"]
 LIST_FIELDS += ["priority"]
@@ -52,6 +52,7 @@ class BatchMeta:
     traceparent: str | None = None  # W3C, of the submit's span: the worker's spans join the batch's trace
     on_error: OnError = OnError.continue_
     priority: Priority = Priority.normal
+    servers: tuple[str, ...] = ()  # the backends its calls name
 
 
 def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
@@ -73,6 +74,7 @@ def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
         traceparent,
         OnError(on_error or OnError.continue_),
         Priority(text[11] or Priority.normal),
+        tuple(json.loads(text[12])) if text[12] else (),
     )
 
 

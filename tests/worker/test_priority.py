@@ -1,0 +1,73 @@
+"""Priority within a tenant's share of a rate-limited backend, with the real service and worker: a `high` batch
+goes ahead of the same tenant's `low` one, which keeps its minimum share."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import HttpBackendProcess, finished, stamps, submit, succeeded, until_succeeded
+
+pytestmark = pytest.mark.timeout(120)
+
+RATE = 50  # calls per second: the 20-call high batch alone takes under half a second, the 5,000 low ones 100 s
+
+
+@pytest.fixture
+def servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[str, Any]:
+    servers["limited"] = {"url": fresh_backend.url, "rate_limit": {"per_second": RATE, "burst": 1}}
+    return servers
+
+
+async def _timed(client: httpx.AsyncClient, calls: list[dict[str, Any]], **options: Any) -> tuple[float, Any]:
+    start = time.monotonic()
+    document = await finished(client, (await submit(client, calls, **options))["id"])
+    return time.monotonic() - start, document
+
+
+async def test_the_priority_is_shown_in_the_document_and_the_list(client: httpx.AsyncClient) -> None:
+    document = await submit(client, stamps("demo", 1), priority="high")
+    assert document["priority"] == "high"
+    listed = (await client.get("/v1/batches")).json()["batches"]
+    assert [b["priority"] for b in listed] == ["high"]
+    assert (await submit(client, stamps("demo", 1)))["priority"] == "normal"
+    refused = await client.post("/v1/batches", json={"calls": stamps("demo", 1), "priority": "urgent"})
+    assert refused.status_code == 422 and "priority" in refused.text and "urgent" not in refused.text
+
+
+@pytest.mark.serial
+async def test_a_high_batch_finishes_within_half_again_its_time_alone_beside_a_large_low_one(
+    client: httpx.AsyncClient,
+) -> None:
+    """The issue's requirement: 20 `high` calls beside 5,000 `low` ones of the same tenant, on one backend."""
+    await _timed(client, stamps("limited", 2))  # the session is open before anything is timed
+    alone, document = await _timed(client, stamps("limited", 20), priority="high")
+    assert document["ok"] is True
+    low = await submit(client, stamps("limited", 5_000), priority="low")
+    await until_succeeded(client, low["id"], 20)  # running at the full rate
+    before = await succeeded(client, low["id"])
+    beside, document = await _timed(client, stamps("limited", 20), priority="high")
+    after = await succeeded(client, low["id"])
+    assert document["ok"] is True
+    print(f"PRIO alone={alone:.3f} beside={beside:.3f} low={before}->{after}")
+    assert beside <= 1.5 * alone, (beside, alone)
+    assert after > before  # the low batch kept making progress meanwhile
+    assert (await client.post(f"/v1/batches/{low['id']}/cancel")).status_code == 200
+    await finished(client, low["id"])
+
+
+async def test_a_low_batch_keeps_its_minimum_share_while_a_high_one_runs(client: httpx.AsyncClient) -> None:
+    low = await submit(client, stamps("limited", 5_000), priority="low")
+    await until_succeeded(client, low["id"], 10)
+    high = await submit(client, stamps("limited", 150), priority="high")
+    await until_succeeded(client, high["id"], 20)
+    before, start = await succeeded(client, low["id"]), time.monotonic()
+    await until_succeeded(client, high["id"], 120)
+    rate = (await succeeded(client, low["id"]) - before) / (time.monotonic() - start)
+    assert 0 < rate < RATE * 0.3  # its share (a tenth), not its full rate, and not nothing
+    for batch in (low, high):
+        await client.post(f"/v1/batches/{batch['id']}/cancel")
+        await finished(client, batch["id"])
