@@ -7,9 +7,22 @@ import time
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
-from tests.support import HttpBackendProcess, finished, stamps, submit, succeeded, until_succeeded
+from mcp_batch.client import AsyncClient
+from mcp_batch.models import Call, Priority
+from tests.support import (
+    HttpBackendProcess,
+    ServiceHandle,
+    finished,
+    stamps,
+    submit,
+    succeeded,
+    until_succeeded,
+)
+
+NDJSON = {"content-type": "application/x-ndjson"}
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,6 +51,19 @@ async def test_the_priority_is_shown_in_the_document_and_the_list(client: httpx.
     assert refused.status_code == 422 and "priority" in refused.text and "urgent" not in refused.text
 
 
+async def test_the_client_and_a_json_lines_upload_take_the_priority(
+    client: httpx.AsyncClient, service: ServiceHandle
+) -> None:
+    lines = b"".join(orjson.dumps(call) + b"\n" for call in stamps("demo", 2))
+    uploaded = await client.post("/v1/batches", content=lines, headers=NDJSON, params={"priority": "low"})
+    assert uploaded.status_code == 202 and uploaded.json()["priority"] == "low"
+    async with AsyncClient(service.base_url) as python:
+        document = await python.submit([Call(server="demo", tool="stamp")], priority=Priority.high)
+        assert document.priority is Priority.high
+        assert (await python.validate(stamps("limited", 5), priority="high")).estimate is not None
+        assert [b.priority for b in (await python.list()).batches][:2] == [Priority.high, Priority.low]
+
+
 @pytest.mark.serial
 async def test_a_high_batch_finishes_within_half_again_its_time_alone_beside_a_large_low_one(
     client: httpx.AsyncClient,
@@ -52,7 +78,6 @@ async def test_a_high_batch_finishes_within_half_again_its_time_alone_beside_a_l
     beside, document = await _timed(client, stamps("limited", 20), priority="high")
     after = await succeeded(client, low["id"])
     assert document["ok"] is True
-    print(f"PRIO alone={alone:.3f} beside={beside:.3f} low={before}->{after}")
     assert beside <= 1.5 * alone, (beside, alone)
     assert after > before  # the low batch kept making progress meanwhile
     assert (await client.post(f"/v1/batches/{low['id']}/cancel")).status_code == 200
