@@ -1,10 +1,11 @@
 """Priority and the dry run's estimate on a rate-limited backend, with the service as processes (2 workers).
 
-    uv run python bench/priority.py [--rounds 3] [--rate 50] [--workers 2]
+    uv run python bench/priority.py [--rounds 3] [--rate 20] [--workers 2]
 
 Against a backend limited to `--rate` calls/s (burst 1; tests/fault_backend.py over streamable HTTP, its `stamp`
 tool), each round measures, for one tenant:
-  1. a 20-call batch alone (its seconds from POST to the completed document), `high` and `normal`;
+  1. a 20-call batch alone (its seconds from POST to the completed document; max_concurrency 20), `high` and
+     `normal`;
   2. the same 20 calls beside a running 5,000-call batch: `high` beside `low`, then (no priority) `normal` beside
      `normal`; and the big batch's calls/s before and while the small one runs (its minimum share is a tenth);
   3. the dry run's estimate of a 200-call batch against its actual wall time.
@@ -32,8 +33,10 @@ def stamps(n: int) -> list[dict[str, Any]]:
 
 
 async def timed(http: httpx.AsyncClient, n: int, priority: str) -> float:
+    """Seconds from POST to the completed document of `n` calls, all in flight at once (max_concurrency n)."""
     start = time.perf_counter()
-    batch_id = (await http.post("/v1/batches", json={"calls": stamps(n), "priority": priority})).json()["id"]
+    body = {"calls": stamps(n), "priority": priority, "max_concurrency": min(n, 256)}
+    batch_id = (await http.post("/v1/batches", json=body)).json()["id"]
     while (await http.get(f"/v1/batches/{batch_id}", params={"wait": 60, "limit": 0})).json()["status"] != "completed":
         pass
     return time.perf_counter() - start
@@ -61,7 +64,7 @@ async def beside(http: httpx.AsyncClient, small: str, big: str) -> tuple[float, 
 
 
 async def estimated(http: httpx.AsyncClient) -> tuple[float, float]:
-    body = {"calls": stamps(200)}
+    body = {"calls": stamps(200), "max_concurrency": 200}
     estimate = (await http.post("/v1/batches:validate", json=body)).json()["estimate"]
     return float(estimate["seconds"]), await timed(http, 200, "normal")
 
@@ -69,7 +72,7 @@ async def estimated(http: httpx.AsyncClient) -> tuple[float, float]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rate", type=float, default=50)
+    parser.add_argument("--rate", type=float, default=20)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     port = free_port()

@@ -26,7 +26,9 @@ NDJSON = {"content-type": "application/x-ndjson"}
 
 pytestmark = pytest.mark.timeout(120)
 
-RATE = 50  # calls per second: the 20-call high batch alone takes under half a second, the 5,000 low ones 100 s
+# calls per second: the 20-call high batch alone takes about a second (its rate, not the machine's load, dominates),
+# the 5,000 low ones would take four minutes (they are cancelled)
+RATE = 20
 
 
 @pytest.fixture
@@ -70,12 +72,12 @@ async def test_a_high_batch_finishes_within_half_again_its_time_alone_beside_a_l
 ) -> None:
     """The issue's requirement: 20 `high` calls beside 5,000 `low` ones of the same tenant, on one backend."""
     await _timed(client, stamps("limited", 2))  # the session is open before anything is timed
-    alone, document = await _timed(client, stamps("limited", 20), priority="high")
+    alone, document = await _timed(client, stamps("limited", 20), priority="high", max_concurrency=20)
     assert document["ok"] is True
     low = await submit(client, stamps("limited", 5_000), priority="low")
     await until_succeeded(client, low["id"], 20)  # running at the full rate
     before = await succeeded(client, low["id"])
-    beside, document = await _timed(client, stamps("limited", 20), priority="high")
+    beside, document = await _timed(client, stamps("limited", 20), priority="high", max_concurrency=20)
     after = await succeeded(client, low["id"])
     assert document["ok"] is True
     assert beside <= 1.5 * alone, (beside, alone)
@@ -87,10 +89,10 @@ async def test_a_high_batch_finishes_within_half_again_its_time_alone_beside_a_l
 async def test_a_low_batch_keeps_its_minimum_share_while_a_high_one_runs(client: httpx.AsyncClient) -> None:
     low = await submit(client, stamps("limited", 5_000), priority="low")
     await until_succeeded(client, low["id"], 10)
-    high = await submit(client, stamps("limited", 150), priority="high")
+    high = await submit(client, stamps("limited", 80), priority="high")
     await until_succeeded(client, high["id"], 20)
     before, start = await succeeded(client, low["id"]), time.monotonic()
-    await until_succeeded(client, high["id"], 120)
+    await until_succeeded(client, high["id"], 70)
     rate = (await succeeded(client, low["id"]) - before) / (time.monotonic() - start)
     assert 0 < rate < RATE * 0.3  # its share (a tenth), not its full rate, and not nothing
     for batch in (low, high):
