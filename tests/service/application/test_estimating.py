@@ -62,6 +62,13 @@ async def test_work_queued_for_the_backend_counts_until_it_is_cancelled(client: 
     assert (await estimate(client, stamps("limited", 100)))["backends"][0]["queued_ahead"] == 0
 
 
+async def test_work_of_a_batch_past_its_deadline_no_longer_counts(client: httpx.AsyncClient) -> None:
+    ahead = await submit(client, stamps("limited", 1_000), max_concurrency=2, deadline_seconds=3)
+    assert (await estimate(client, stamps("limited", 10)))["backends"][0]["queued_ahead"] > 900
+    assert (await finished(client, ahead["id"]))["status"] == "expired"
+    assert (await estimate(client, stamps("limited", 10)))["backends"][0]["queued_ahead"] == 0
+
+
 @pytest.mark.serial
 async def test_the_estimate_of_a_rate_limited_batch_is_within_a_quarter_of_its_wall_time(
     client: httpx.AsyncClient,
