@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from mcp_batch.backends.priority import rate_of
 from mcp_batch.backends.servers_file import Backend
 from mcp_batch.dry_runs import BackendLoad, Bound, BoundKind, Estimate, ToolLatency
 from mcp_batch.store.backlog import Queued
@@ -59,13 +60,14 @@ def estimate(
         backend = backends.get(server)
         if backend is None:
             continue
-        known = [means[s, t] for (s, t) in plan.calls if s == server and means[s, t] is not None]
-        tail = max((m for m in known if m is not None), default=0.0)
+        tools = [pair for pair in plan.calls if pair[0] == server]
+        known = [mean for pair in tools if (mean := means[pair]) is not None]
+        tail = max(known, default=0.0)
         ahead = queued.by_server.get(server, 0)
         load = BackendLoad(server=server, calls=n, queued_ahead=ahead, max_concurrency=backend.max_concurrency)
         if backend.rate_limit:
             limit = backend.rate_limit
-            rate = min(r for r in (limit.per_second, (limit.per_minute or 0) / 60 or None) if r)
+            rate = rate_of(limit)
             burst = limit.burst or 1
             bounds.append(_rate_bound(BoundKind.rate_limit, server, n, ahead, rate, burst, tail))
             if plan.rate_share is not None:
@@ -74,7 +76,7 @@ def estimate(
                 bounds.append(_rate_bound(BoundKind.tenant_rate_share, server, n, mine, rate, burst, tail))
             load.rate_per_second, load.burst = round(rate, 6), burst
         if backend.max_concurrency and known:
-            per_call = busy[server] / n if len(known) == len([p for p in plan.calls if p[0] == server]) else tail
+            per_call = busy[server] / n if len(known) == len(tools) else tail  # an unknown tool: as the slowest known
             seconds = (n + ahead) * per_call / backend.max_concurrency
             why = f"{n + ahead} calls ({ahead} queued ahead) of {per_call:.3f} s, {backend.max_concurrency} at once"
             bounds.append(Bound(kind=BoundKind.backend_concurrency, server=server, seconds=seconds, explanation=why))
