@@ -111,11 +111,15 @@ async def _submitted(services: Services, response: Response, submitted: submitti
     return await reading.document(services, submitted.batch_id, limit=0)
 
 
-@router.post("/batches:validate", summary="Dry run: every check, each call's would-be status; nothing queued")
+@router.post(
+    "/batches:validate", summary="Dry run: every check, each call's would-be status, an estimate; nothing queued"
+)
 @accepts_json_lines
 async def validate_batch(request: BatchRequest, services: ServicesDep, caller: CallerDep) -> DryRun:
     """422 for whole-batch faults and 403 for what the key may not do, as for a submit; otherwise what would become
-    of each call."""
+    of each call, and the `estimate` of the batch's wall time: the limit that bounds it (a backend's rate limit or
+    concurrency cap, the tenant's share, the batch's max_concurrency), counting the work queued for its backends and
+    each tool's recent latency (docs/api.md, the estimate)."""
     return await submitting.dry_run(services, request, caller)
 
 
