@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mcp_batch import shards
+from mcp_batch.backends.priority import QUEUED_AHEAD
 from mcp_batch.contract.checks import Bounds, Refusal, precheck
 from mcp_batch.contract.references import any_may_reference
 from mcp_batch.contract.retry_settings import annotate
@@ -97,8 +98,11 @@ async def _store_and_queue(
         tenant_max_unfinished_items=caller.max_unfinished_items,
     )
     try:
+        ahead = QUEUED_AHEAD.get(request.priority)
         for shard, job in enumerate(jobs):
-            await services.redis.enqueue_job("run_batch", batch_id, shard, _job_id=job, _queue_name=services.keys.queue)
+            await services.redis.enqueue_job(
+                "run_batch", batch_id, shard, _job_id=job, _queue_name=services.keys.queue, _defer_by=ahead and -ahead
+            )
     except BaseException:
         await store.submits.delete(batch_id, jobs)
         raise

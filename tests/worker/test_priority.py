@@ -12,10 +12,12 @@ import pytest
 
 from mcp_batch.client import AsyncClient
 from mcp_batch.models import Call, Priority
+from mcp_batch.settings import Settings
 from tests.support import (
     HttpBackendProcess,
     ServiceHandle,
     finished,
+    running_service,
     stamps,
     submit,
     succeeded,
@@ -98,3 +100,17 @@ async def test_a_low_batch_keeps_its_minimum_share_while_a_high_one_runs(client:
     for batch in (low, high):
         await client.post(f"/v1/batches/{batch['id']}/cancel")
         await finished(client, batch["id"])
+
+
+async def test_a_high_batchs_jobs_are_taken_before_those_already_waiting(settings: Settings) -> None:
+    async with (
+        running_service(settings.model_copy(update={"worker_max_jobs": 1})) as handle,
+        httpx.AsyncClient(base_url=handle.base_url, timeout=60) as client,
+    ):
+        busy = await submit(client, stamps("limited", 5_000), max_concurrency=1)  # holds the worker's one job slot
+        await until_succeeded(client, busy["id"], 1)
+        waiting = await submit(client, stamps("demo", 1))
+        high = await submit(client, stamps("demo", 1), priority="high")
+        assert (await client.post(f"/v1/batches/{busy['id']}/cancel")).status_code == 200
+        ended = [await finished(client, batch["id"]) for batch in (busy, waiting, high)]
+    assert ended[2]["started_at"] < ended[1]["started_at"]
