@@ -20,6 +20,10 @@ Per backend:
     {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
     {p}:leases:{server}       zset    concurrency leases, scored by expiry (ms); a dead worker's leases lapse
     {p}:rate:{server}:tenant:{t}  hash  GCRA state of one tenant's share of the backend's rate (keys' rate_share)
+    {p}:priority:{server}:tenant:{t}  hash  one tenant's priorities on the backend: `job:{rank}:{job}` -> until when
+                                      (ms) a shard job of that rank runs; `tat:{rank}`, the GCRA state of a rank's
+                                      minimum share while a higher one runs (backends/priority.py)
+    {p}:latency:{server}:{tool}   list  the latest call latencies (seconds) of one tool, newest first, capped
 Per tenant:
     {p}:tenant:{t}:batches    zset    the tenant's batch ids, scored by creation (µs): GET /v1/batches, newest first
     {p}:tenant:{t}:unfinished string  the tenant's items of unfinished batches not yet finished (its key's ceiling)
@@ -152,6 +156,12 @@ class Keys:
 
     def tenant_rate(self, server: str, tenant: str) -> str:
         return f"{self.prefix}:rate:{server}:tenant:{tenant}"
+
+    def priority(self, server: str, tenant: str) -> str:
+        return f"{self.prefix}:priority:{server}:tenant:{tenant}"
+
+    def latency(self, server: str, tool: str) -> str:
+        return f"{self.prefix}:latency:{server}:{tool}"
 
     def tenant_batches(self, tenant: str) -> str:
         return f"{self.prefix}:tenant:{tenant}:batches"

@@ -33,6 +33,14 @@ class OnError(StrEnum):
     stop = "stop"
 
 
+class Priority(StrEnum):
+    """Where a batch's calls stand against its tenant's other batches on a shared backend (docs/api.md)."""
+
+    low = "low"
+    normal = "normal"
+    high = "high"
+
+
 class BatchStatus(StrEnum):
     """Where a batch is in its life."""
 
@@ -85,6 +93,10 @@ _DEFAULT_CEILINGS = {
     "retention_ceiling_seconds": 7 * 86_400,
     "max_call_timeout_seconds": 3_600.0,
 }
+PRIORITY_DOC = (
+    "`high`: the batch's calls go ahead of its tenant's `normal` and `low` ones on each shared backend, which keep "
+    "a minimum share of its rate; `low` yields to both. Other tenants' shares are not touched."
+)
 # Largest `offset` of a page of results: beyond any batch, and within the integers Redis takes for a list index.
 MAX_OFFSET = 2**31 - 1
 # Longest `deadline_seconds`: a year (a larger float would overflow the deadline's timestamp).
@@ -142,6 +154,7 @@ class BatchRequest(BaseModel):
     read_only: StrictBool = Field(
         True, description="Run only tools annotated readOnlyHint (or listed read-only); others are `blocked`."
     )
+    priority: Priority = Field(Priority.normal, description=PRIORITY_DOC)
     response_max_bytes: int | None = Field(
         None,
         ge=1024,
@@ -266,24 +279,6 @@ class ItemPage(ItemResult):
     """One item, whole, or one page of its content when it is larger than a response (`next_cursor` for the rest)."""
 
 
-class DryRunItem(BaseModel):
-    """What would become of one call."""
-
-    index: int
-    id: str
-    server: str
-    tool: str
-    status: ItemStatus = Field(description="`pending` (it would be dispatched) or the status it would end with.")
-    error: ItemError | None = None
-
-
-class DryRun(BaseModel):
-    """Answer of `POST /v1/batches:validate`: nothing was stored or queued."""
-
-    valid: bool = Field(description="True when every call would be dispatched.")
-    results: list[DryRunItem]
-
-
 class Counts(BaseModel):
     """How many items are in each state."""
 
@@ -315,6 +310,7 @@ class BatchDocument(BaseModel):
     on_error: OnError
     max_concurrency: int
     read_only: bool = True
+    priority: Priority = Priority.normal
     counts: Counts
     failed_ids: list[str] = Field(description="Ids of failed items, in index order.")
     failed_indexes: list[int] = Field(description="Indexes of failed items, in order.")
@@ -361,6 +357,7 @@ class BatchSummary(BaseModel):
     finished_at: str | None = None
     retry_of: str | None = None
     metadata: Metadata = {}
+    priority: Priority = Priority.normal
 
 
 class BatchList(BaseModel):

@@ -59,6 +59,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "webhook_url": args.webhook_url,
         "read_only": False if args.write else None,
         "metadata": dict(args.meta) if args.meta else None,
+        "priority": args.priority,
     }
     return {name: value for name, value in options.items() if value is not None}
 
@@ -216,6 +217,8 @@ def _validate(args: argparse.Namespace) -> int:
         out = terminal.console()
         out.print(f"{len(refused)} of {len(dry_run.results)} calls would not be dispatched:")
         terminal.print_table(out, terminal.dry_run_table(dry_run))
+    if not args.json and dry_run.estimate is not None:
+        print(terminal.estimate_line(dry_run.estimate))
     return 0 if dry_run.valid else 3
 
 

@@ -69,6 +69,11 @@ def _batch_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--write", action="store_true", help="run write tools too: read_only false (default: read-only)")
     group.add_argument(
+        "--priority",
+        choices=["low", "normal", "high"],
+        help="against the tenant's other batches on a shared backend (default: normal)",
+    )
+    group.add_argument(
         "--response-max-bytes", type=int, metavar="N", help=f"byte budget of a document's results (default: {budget})"
     )
     group.add_argument(

@@ -20,7 +20,7 @@ from mcp_types import SERVER_INFO_META_KEY, CallToolResult
 from mcp_batch import records
 from mcp_batch.contract.checks import check_call, check_tool
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
-from mcp_batch.models import ItemStatus
+from mcp_batch.models import ItemStatus, Priority
 from mcp_batch.records import ErrorInfo, ItemRecord, error_info
 from mcp_batch.store.claims import Claim
 from worker import metrics
@@ -93,12 +93,14 @@ async def run_call(
     read_only: bool = True,
     dispatched: Callable[[], None] | None = None,
     share: tuple[str, float] | None = None,
+    priority: tuple[str, Priority] | None = None,
 ) -> ItemRecord:
     """Run one item and return its result record (`build`: the item's record builder); never raises for a failure
     of the call itself.
 
     `dispatched` is called just before the request is sent (from then on the call may have reached its backend);
-    `share` (tenant, fraction) holds the call to its tenant's share of the backend's rate limit.
+    `share` (tenant, fraction) holds the call to its tenant's share of the backend's rate limit; `priority` (tenant,
+    priority) to its turn among that tenant's calls.
     A recovered claim (its first worker stopped mid-call) runs again only for a read-only or idempotent tool."""
     call = _Call(claim, build)
     session = await _ready(pool, call, read_only)
@@ -116,7 +118,7 @@ async def run_call(
     call.attempts, call.waited = 0, 0.0
     if pool.disk_wait is not None and not repeatable:
         await pool.disk_wait()  # the claim on disk first: a Redis host crash cannot make this write run twice
-    result = await _send(pool, call, session, repeatable, dispatched, share)
+    result = await _send(pool, call, session, repeatable, dispatched, share, priority)
     return _answered(call, result) if isinstance(result, CallToolResult) else result
 
 
@@ -144,6 +146,7 @@ async def _send(
     repeatable: bool,
     dispatched: Callable[[], None] | None,
     share: tuple[str, float] | None,
+    priority: tuple[str, Priority] | None = None,
 ) -> CallToolResult | ItemRecord:
     """The backend's answer, once admitted under its limits (a transient failure of a repeatable call sent again
     after a backoff), or the record of the failure that ended it."""
@@ -153,7 +156,7 @@ async def _send(
     while True:
         try:
             async with pool.gate.admit(
-                claim.server, session.backend, pool.max_limit_wait, lease_seconds, share
+                claim.server, session.backend, pool.max_limit_wait, lease_seconds, share, priority
             ) as gate:
                 call.waited = round((call.waited or 0.0) + gate.waited, 6)
                 attempts = call.attempts = attempts + 1  # counted when sent: a call the gate turns away never was

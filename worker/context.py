@@ -12,6 +12,7 @@ from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
+from worker.latency import LatencySampler
 from worker.metrics import WorkerMetrics
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
@@ -36,6 +37,7 @@ class WorkerState:
     pages: CursorPages  # answers calls that carry a cursor
     draining: asyncio.Event = field(default_factory=asyncio.Event)  # a graceful stop has begun
     loops: list[asyncio.Task[None]] = field(default_factory=list)  # heartbeat, recovery, webhooks
+    latency: LatencySampler | None = None  # the calls' latencies, for the dry run's estimate
 
 
 def state(ctx: dict[str, Any]) -> WorkerState:

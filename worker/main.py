@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 from mcp_batch import shards
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
+from mcp_batch.backends.priority import Priorities
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.contract.item_cursors import CursorKey
@@ -37,6 +38,8 @@ from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
 from worker.delivery import deliver_forever
+from worker.latency import LatencySampler
+from worker.priority import PriorityTurns
 from worker.recovery import recover_forever
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
@@ -64,6 +67,7 @@ async def startup(ctx: dict[str, Any]) -> None:
         await listener.start()
     if settings.limiter == "redis":
         gate = Gate(RateLimiter(redis, keys), LeaseSemaphore(redis, keys), released, settings.redis_outage_seconds)
+        gate.turns = PriorityTurns(Priorities(redis, keys), settings.redis_outage_seconds)  # priority lives in Redis
     else:
         gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released, settings.redis_outage_seconds)
     store = Store.from_settings(redis, settings)
@@ -90,6 +94,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     cursors = CursorKey(await cursor_secret(redis, keys, settings.cursor_secret))
     pages = CursorPages(store, cursors, settings.response_max_bytes)
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)
+    state.latency = LatencySampler(store.latencies)
     heartbeat = Heartbeat(redis, keys, worker_id)
     await heartbeat.beat()  # live (and counted by /readyz) before the first job
     state.loops = [
@@ -125,6 +130,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         # its heartbeat ages out of the set by itself.
         with suppress(RedisError, OSError):
             await found.redis.zrem(found.keys.workers, found.worker_id)
+            if found.latency is not None:
+                await found.latency.close()
     finally:
         await found.metrics.close()
         await found.pool.close()

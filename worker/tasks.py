@@ -27,7 +27,7 @@ from mcp_batch.records import ItemRecord, error_info
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
 from mcp_batch.store.claims import Claim
-from worker import metrics
+from worker import metrics, priority
 from worker.calls import run_call
 from worker.context import WorkerState
 from worker.context import state as worker_state
@@ -133,6 +133,10 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
     run = _Shard(meta, questions=await for_batch(store.questions, batch_id, settings))
     renewing = asyncio.create_task(_renew(store, batch_id, job, settings.lease_seconds / 3, run))
     watching = asyncio.create_task(_watch(state, batch_id, run))
+    limited = [s for s in meta.servers if (b := state.pool.registry.get(s)) is not None and b.rate_limit]
+    holding = asyncio.create_task(
+        priority.hold(state.pool.gate.turns, limited, meta.tenant, meta.priority, job, settings.lease_seconds / 3)
+    )
     try:
         lanes = 1 if meta.mode is Mode.serial else shards.lanes(meta.max_concurrency, meta.shards, shard)
         run.lanes = [_Lane() for _ in range(lanes)]
@@ -145,7 +149,7 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
                     lanes_group.create_task(_lane(state, batch_id, run, lane, references, feeder))
         await feeder.close()  # the last records stored, claims held unrun given back
     finally:
-        for task in (renewing, watching):
+        for task in (renewing, watching, holding):
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
@@ -200,6 +204,8 @@ async def _lane(
             lane.timeout = None
         record = budget.cap_stored(record, max_bytes)  # every record passes here
         metrics.item_finished(claim.server, record["status"])
+        if state.latency is not None:
+            state.latency.note(claim.server, claim.tool, record)
         references.finished(claim.index, record)
         feeder.finish(claim, record)
         lane.claim = None
@@ -220,7 +226,8 @@ async def _run_item(
             return await pages.answer(claim, meta.tenant, build)
         prepared = await references.prepare(claim)
         if isinstance(prepared, Claim):
-            return await run_call(pool, prepared, build, meta.read_only, dispatched, share)
+            rank = (meta.tenant, meta.priority)
+            return await run_call(pool, prepared, build, meta.read_only, dispatched, share, rank)
         return build(prepared.status, error=prepared.error, attempts=0)  # nothing ran
     except _NotSent:
         raise

@@ -14,12 +14,12 @@ import httpx
 import mcp_batch.client.wire as wire
 from mcp_batch.client.errors import Unavailable
 from mcp_batch.client.wire import BatchInput, Event
+from mcp_batch.dry_runs import DryRun
 from mcp_batch.models import (
     TERMINAL_BATCH,
     BatchDocument,
     BatchList,
     BatchStatus,
-    DryRun,
     ItemPage,
     ItemResult,
     ItemStatus,

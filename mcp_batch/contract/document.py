@@ -148,6 +148,7 @@ def summary(batch_id: str, row: BatchRow, offset: int, shown: int, failed: list[
         results_offset=offset,
         limits=LIMITS.validate_json(row.limits),
         read_only=row.read_only,
+        priority=row.priority,
         response_max_bytes=row.response_max_bytes,
         next_offset=offset + shown if offset + shown < total else None,
         deadline_at=iso(row.deadline_at),

@@ -27,6 +27,7 @@ def kept(row: BatchRow, webhook_url: str | None) -> dict[str, Any]:
         "on_error": row.on_error,
         "max_concurrency": row.max_concurrency,
         "read_only": row.read_only,
+        "priority": row.priority,
         "response_max_bytes": row.response_max_bytes,
         "deadline_seconds": deadline,
         "retention_seconds": row.retention,

@@ -9,6 +9,8 @@
     webhooks      the completion webhooks' delivery queue
     deletion      deleting an ended batch whole
     questions     the questions backends wait on during a call, and the callers' answers
+    latencies     the call latency observed recently per backend and tool (the dry run's estimate)
+    backlog       what unfinished batches still ask of each backend (the dry run's estimate)
 
 The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
 as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
@@ -20,10 +22,12 @@ from redis.asyncio import Redis
 
 from mcp_batch.keys import LIVE_TTL_SECONDS, Keys
 from mcp_batch.settings import Settings
+from mcp_batch.store.backlog import Backlog
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.claims import Claims
 from mcp_batch.store.deletion import Deletion
 from mcp_batch.store.idempotency import IdempotencyKeys
+from mcp_batch.store.latency import Latencies
 from mcp_batch.store.leases import Leases
 from mcp_batch.store.questions import Questions
 from mcp_batch.store.reads import Reads
@@ -61,6 +65,8 @@ class Store:
         self.webhooks = WebhookQueue(redis, keys, _WEBHOOK_LEASE_SECONDS)
         self.deletion = Deletion(redis, keys)
         self.questions = Questions(redis, keys)
+        self.latencies = Latencies(redis, keys)
+        self.backlog = Backlog(redis, keys)
 
     @classmethod
     def from_settings(cls, redis: Redis, settings: Settings, done: Listener | None = None) -> Store:

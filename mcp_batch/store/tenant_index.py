@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys
-from mcp_batch.models import BatchStatus, BatchSummary
+from mcp_batch.models import BatchStatus, BatchSummary, Priority
 from mcp_batch.records import iso
 from mcp_batch.store.batch_row import LIST_FIELDS, load_metadata, past_deadline
 
@@ -30,7 +30,7 @@ class Filters:
 
 def _summary(batch_id: str, row: list[str | None], now: float) -> BatchSummary:
     """From the meta fields LIST_FIELDS; a batch past its deadline as a reader sees it (`BatchRow.as_of`)."""
-    status, total, finished, created, ended, retry_of, deadline, claimed, halt, metadata = row
+    status, total, finished, created, ended, retry_of, deadline, claimed, halt, metadata, priority = row
     listed = BatchStatus(status or BatchStatus.queued)
     passed = past_deadline(listed, None if deadline is None else float(deadline), halt, now)
     if passed and int(claimed or 0) <= int(finished or 0):
@@ -44,6 +44,7 @@ def _summary(batch_id: str, row: list[str | None], now: float) -> BatchSummary:
         finished_at=iso(float(ended)) if ended else None,
         retry_of=retry_of,
         metadata=load_metadata(metadata),
+        priority=Priority(priority or Priority.normal),
     )
 
 

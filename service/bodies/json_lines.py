@@ -204,6 +204,7 @@ _OPTION_SCHEMAS: dict[str, dict[str, Any]] = {
     "on_error": {"type": "string", "enum": ["continue", "stop"]},
     "max_concurrency": {"type": "integer", "minimum": 1},
     "read_only": {"type": "boolean"},
+    "priority": {"type": "string", "enum": ["low", "normal", "high"]},
     "response_max_bytes": {"type": "integer", "minimum": 1024},
     "deadline_seconds": {"type": "number", "exclusiveMinimum": 0},
     "retention_seconds": {"type": "integer", "minimum": 1},

@@ -11,6 +11,7 @@ from pydantic import AfterValidator
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from mcp_batch.contract import list_filters
+from mcp_batch.dry_runs import DryRun
 from mcp_batch.metadata import QUERY_PREFIX
 from mcp_batch.models import (
     MAX_OFFSET,
@@ -18,7 +19,6 @@ from mcp_batch.models import (
     BatchList,
     BatchRequest,
     BatchStatus,
-    DryRun,
     ErrorDetail,
     ItemPage,
     ItemStatus,
@@ -122,11 +122,15 @@ async def _submitted(services: Services, response: Response, submitted: submitti
     return await reading.document(services, submitted.batch_id, limit=0)
 
 
-@router.post("/batches:validate", summary="Dry run: every check, each call's would-be status; nothing queued")
+@router.post(
+    "/batches:validate", summary="Dry run: every check, each call's would-be status, an estimate; nothing queued"
+)
 @accepts_json_lines
 async def validate_batch(request: BatchRequest, services: ServicesDep, caller: CallerDep) -> DryRun:
     """422 for whole-batch faults and 403 for what the key may not do, as for a submit; otherwise what would become
-    of each call."""
+    of each call, and the `estimate` of the batch's wall time: the limit that bounds it (a backend's rate limit or
+    concurrency cap, the tenant's share, the batch's max_concurrency), counting the work queued for its backends and
+    each tool's recent latency (docs/api.md, the estimate)."""
     return await submitting.dry_run(services, request, caller)
 
 

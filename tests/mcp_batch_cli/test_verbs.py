@@ -45,8 +45,9 @@ async def test_submit_prints_the_id_and_url_or_with_json_the_document(
     code, out, _ = await run_command("submit", path, env=env)
     batch_id, url = out.split()
     assert code == 0 and url == f"{service.base_url}/v1/batches/{batch_id}"
-    code, out, _ = await run_command("submit", path, "--json", "--mode", "serial", env=env)
+    code, out, _ = await run_command("submit", path, "--json", "--mode", "serial", "--priority", "high", env=env)
     assert code == 0 and json.loads(out)["mode"] == "serial"  # a flag overrides the file
+    assert json.loads(out)["priority"] == "high"
 
 
 async def test_submit_sends_a_json_lines_file_as_it_is_with_its_options_as_flags(
@@ -138,13 +139,15 @@ async def test_retry_makes_a_new_batch_of_what_failed(env: dict[str, str], clien
 async def test_validate_is_the_dry_run(env: dict[str, str], tmp_path: Path) -> None:
     good = write(tmp_path, "good.json", json.dumps({"calls": [ECHO, ECHO | {"id": "x"}]}))
     code, out, _ = await run_command("validate", good, env=env)
-    assert (code, out) == (0, "valid: all 2 calls would be dispatched\n")
+    unknown = "estimate: unknown (no limit applies and no call latency is known yet)"
+    assert (code, out) == (0, f"valid: all 2 calls would be dispatched\n{unknown}\n")
     bad = write(tmp_path, "bad.jsonl", json_lines([ECHO, {"id": "odd", "server": "demo", "tool": "no_such_tool"}]))
     code, out, _ = await run_command("validate", bad, env=env)
     assert code == 3 and out.splitlines()[0] == "1 of 2 calls would not be dispatched:"
     assert out.splitlines()[2].split()[:3] == ["1", "odd", "unknown_tool"]
-    code, out, _ = await run_command("validate", bad, "--json", env=env)
+    code, out, _ = await run_command("validate", bad, "--json", "--priority", "low", env=env)
     assert code == 3 and json.loads(out)["valid"] is False
+    assert json.loads(out)["estimate"]["unknown_latency"] == ["demo/echo"]
     invalid = write(tmp_path, "invalid.json", json.dumps({"calls": [ECHO, ECHO | {"id": "0"}]}))
     code, _, err = await run_command("validate", invalid, env=env)
     assert code == 2 and "call 1, field 'id': duplicate id" in err

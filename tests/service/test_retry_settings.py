@@ -168,6 +168,7 @@ EVERY_SETTING: dict[str, Any] = {
     "on_error": "stop",
     "max_concurrency": 5,
     "read_only": False,
+    "priority": "high",
     "response_max_bytes": 4_096,
     "deadline_seconds": 12.5,
     "retention_seconds": 77,

@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mcp_batch.models import MAX_DEADLINE_SECONDS, MAX_OFFSET, BatchRequest, Call, Mode, OnError
+from mcp_batch.models import MAX_DEADLINE_SECONDS, MAX_OFFSET, BatchRequest, Call, Mode, OnError, Priority
 from mcp_batch.store.idempotency import MAX_KEY_LENGTH
 
 A = TypeVar("A", bound=BaseModel)
@@ -38,6 +38,7 @@ class BatchArguments(BaseModel):
     on_error: Annotated[OnError, Field(description=_about("on_error"))] = OnError.continue_
     max_concurrency: Annotated[int | None, Field(ge=1, description=_about("max_concurrency"))] = None
     read_only: Annotated[bool, Field(description=_about("read_only"))] = True
+    priority: Annotated[Priority, Field(description=_about("priority"))] = Priority.normal
     response_max_bytes: Annotated[int | None, Field(ge=1024, description=_about("response_max_bytes"))] = None
     deadline_seconds: Annotated[
         float | None, Field(gt=0, le=MAX_DEADLINE_SECONDS, description=_about("deadline_seconds"))

@@ -61,8 +61,8 @@ async def test_call_tools_batch_runs_calls_on_both_backends_and_returns_the_comp
         {"id": "http", "server": "demo_http", "tool": "echo", "arguments": {"message": "over http"}},
     ]
     async with Client(mcp_url(service)) as client:
-        doc = document(await client.call_tool("call_tools_batch", {"calls": calls}))
-    assert doc["status"] == "completed" and doc["ok"] is True
+        doc = document(await client.call_tool("call_tools_batch", {"calls": calls, "priority": "high"}))
+    assert doc["status"] == "completed" and doc["ok"] is True and doc["priority"] == "high"
     items = {item["id"]: item for item in doc["results"]}
     assert items["stdio"]["status"] == "ok" and items["stdio"]["structured_content"] == {"result": "over stdio"}
     assert items["http"]["status"] == "ok" and items["http"]["structured_content"] == {"result": "over http"}
