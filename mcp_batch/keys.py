@@ -11,6 +11,8 @@ past the last sign of life: a submit, a finished item, a lease renewal):
     {p}:batch:{id}:inflight   hash    item index -> the shard job running it (claimed, not yet finished)
     {p}:batch:{id}:orphans    list    `index:flag` of items taken back from a stopped worker, run first
                                       (flag 1: it may have reached its backend; 0: it surely did not)
+    {p}:batch:{id}:progress   hash    item index -> JSON latest progress of a running item (its worker deletes
+                                      it when the call ends; expires PROGRESS_TTL_SECONDS after its last write)
     {p}:idem:{sha256}         string  an Idempotency-Key's JSON {batch_id, fingerprint} (named in the batch's meta)
 Per backend:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
@@ -37,6 +39,8 @@ Shared:
     {p}:events:wake           channel published after each enqueue, so idle workers poll at once
     {p}:events:released       channel a server name, published when one of its leases is released
     {p}:events:cancel         channel a batch id, published when the batch is cancelled
+    {p}:events:tasks          channel `tenant batch_id`, published by an API process that changed a batch's status
+                                      (submitted, cancelled) or saw it end, for the MCP door's task listeners
 arq's own keys (its prefix, not ours): `arq:job:{job}` (the queued job) and `arq:in-progress:{job}`.
 """
 
@@ -49,6 +53,7 @@ from dataclasses import dataclass
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
 LIVE_TTL_SECONDS = 7 * 86_400  # an unfinished batch nobody works on any more is dropped after this
+PROGRESS_TTL_SECONDS = 3_600  # a running item's progress outlives its last write by this much (a dead worker's)
 
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -88,6 +93,9 @@ class Keys:
 
     def orphans(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{batch_id}:orphans"
+
+    def progress(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:progress"
 
     def batch_keys(self, batch_id: str) -> list[str]:
         """All keys of one batch, in the order the store's scripts expect them."""
@@ -191,3 +199,7 @@ class Keys:
     @property
     def cancel_channel(self) -> str:
         return f"{self.prefix}:events:cancel"
+
+    @property
+    def tasks_channel(self) -> str:
+        return f"{self.prefix}:events:tasks"

@@ -15,6 +15,8 @@ from pydantic import (
     model_serializer,
 )
 
+from mcp_batch.item_progress import ItemProgress
+
 
 class Mode(StrEnum):
     """How a batch's calls are scheduled."""
@@ -248,6 +250,7 @@ class ItemResult(BaseModel):
         "the last of them cut). Unlike `truncated`, nothing more can be fetched.",
     )
     stored_truncated_bytes: int = Field(0, description="Bytes of the result record that were not stored.")
+    progress: ItemProgress | None = Field(None, description="While it runs: what its backend last reported.")
 
     # No return annotation: pydantic would take it for the serialized schema, and the schema stays the model's own
     # (every field that may be left out has a default, so none of them is required).

@@ -9,10 +9,13 @@ import contextvars
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.session import LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import LoggingLevel
 
 from mcp_batch.backends.failures import describe
 from mcp_batch.backends.servers_file import Backend, HttpBackend
@@ -51,9 +54,16 @@ async def _record_status(response: httpx2.Response) -> None:
         outcome.retry_after = _retry_after(response.headers.get("retry-after"))
 
 
+def _logging(logs: LoggingFnT | None, level: LoggingLevel | None) -> dict[str, Any]:
+    return {} if logs is None else {"logging_callback": logs, "log_level": level}
+
+
 @asynccontextmanager
-async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
-    """An initialized Client for `backend`; `timeout` bounds each HTTP request (not stdio, which has no requests).
+async def connect(
+    backend: Backend, timeout: float, logs: LoggingFnT | None = None, log_level: LoggingLevel | None = None
+) -> AsyncIterator[Client]:
+    """An initialized Client for `backend`; `timeout` bounds each HTTP request (not stdio, which has no requests);
+    `logs` is handed the backend's log notifications (a 2026-07-28 server sends them only when asked, `log_level`).
 
     A failure while opening it or inside the block is a BackendError saying its root cause in words
     (backends/failures.py); refused credentials (HTTP 401/403) are BackendUnauthenticated."""
@@ -73,9 +83,8 @@ async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
                 )
                 http.event_hooks["response"].append(_record_status)
                 await stack.enter_async_context(http)
-                client = await stack.enter_async_context(
-                    Client(streamable_http_client(backend.url, http_client=http), cache=None)
-                )
+                transport = streamable_http_client(backend.url, http_client=http)
+                client = await stack.enter_async_context(Client(transport, cache=None, **_logging(logs, log_level)))
             else:
                 params = StdioServerParameters(
                     command=backend.command,
@@ -84,7 +93,7 @@ async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
                     cwd=backend.cwd,
                 )
                 with watching(probe):  # the process starts as the client is entered
-                    client = await stack.enter_async_context(Client(params, cache=None))
+                    client = await stack.enter_async_context(Client(params, cache=None, **_logging(logs, log_level)))
             phase = "listing tools"
             yield client
     except MCPBatchError:

@@ -7,6 +7,7 @@
     tenants       who owns a batch, and each tenant's batches newest first
     idempotency   Idempotency-Key records
     webhooks      the completion webhooks' delivery queue
+    progress      running items' latest progress
 
 The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
 as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
@@ -22,6 +23,7 @@ from mcp_batch.store.channels import Listener
 from mcp_batch.store.claims import Claims
 from mcp_batch.store.idempotency import IdempotencyKeys
 from mcp_batch.store.leases import Leases
+from mcp_batch.store.progress import Progress
 from mcp_batch.store.reads import Reads
 from mcp_batch.store.submits import Submits
 from mcp_batch.store.tenant_index import TenantIndex
@@ -55,6 +57,7 @@ class Store:
         self.tenants = TenantIndex(redis, keys)
         self.idempotency = IdempotencyKeys(redis, keys, live_ms)
         self.webhooks = WebhookQueue(redis, keys, _WEBHOOK_LEASE_SECONDS)
+        self.progress = Progress(redis, keys)
 
     @classmethod
     def from_settings(cls, redis: Redis, settings: Settings, done: Listener | None = None) -> Store:

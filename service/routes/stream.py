@@ -24,6 +24,8 @@ _STREAM_DOC = """Events, each `event:` and a one-line JSON `data:`:
   they change (after each run of new items);
 - `item` (with `id: <seq>`): `{"seq", "index", "id", "status", "server", "tool"}`, once per item, in finish order;
   once the batch has ended, the items that never ran (`skipped`, `cancelled`, `expired`) follow the others;
+- `item_progress`: `{"index", "id", "progress", "total", "message", "updated_at"}`, a running item's latest progress
+  as its backend reported it, each new report once (no `id:`: not resumed after a reconnect);
 - `end`: `{"status", "ok", "counts", "finished_at"}`, then the stream closes;
 - `timeout`: `{"detail", "after"}` when the stream reaches its time limit: reconnect with `Last-Event-ID`;
 - `error`: `{"detail"}` when storage fails mid-stream.

@@ -149,7 +149,8 @@ class BatchTasks(Extension):
         try:
             batch_id = await owned(services, params.task_id, current_caller.get())
             document = await reading.document(services, batch_id, limit=1)
-            view = task_view(document, self._settings.mcp_task_poll_ms)
+            running = await reading.progress(services, batch_id) if document.counts.running else []
+            view = task_view(document, self._settings.mcp_task_poll_ms, running)
             if document.status in (BatchStatus.completed, BatchStatus.expired):
                 view["result"] = (
                     await self._result(services, batch_id, direct_calls.is_one_call(document))
