@@ -39,8 +39,6 @@ Shared:
     {p}:events:wake           channel published after each enqueue, so idle workers poll at once
     {p}:events:released       channel a server name, published when one of its leases is released
     {p}:events:cancel         channel a batch id, published when the batch is cancelled
-    {p}:events:tasks          channel `tenant batch_id`, published by an API process that changed a batch's status
-                                      (submitted, cancelled) or saw it end, for the MCP door's task listeners
 arq's own keys (its prefix, not ours): `arq:job:{job}` (the queued job) and `arq:in-progress:{job}`.
 """
 
@@ -199,7 +197,3 @@ class Keys:
     @property
     def cancel_channel(self) -> str:
         return f"{self.prefix}:events:cancel"
-
-    @property
-    def tasks_channel(self) -> str:
-        return f"{self.prefix}:events:tasks"

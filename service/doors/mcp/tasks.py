@@ -14,9 +14,8 @@ not, or that declared it on an earlier request only, never gets one):
 The batch is stored before its task is answered, so a `tasks/get` for it resolves at once. `tasks/get` reads the
 batch (after `Services.owned`: another tenant's id answers exactly as an unknown one, -32602), `tasks/cancel` cancels
 it as `POST /v1/batches/{id}/cancel` does and acknowledges any id, `tasks/update` acknowledges (no task ever asks
-for input). No `requestState` is issued, and one sent is never acted on. Status notifications: none (the revision
-puts them on `subscriptions/listen`, whose SDK handler cannot carry task ids); a listen asking for task ids without
-the capability is refused (-32021) by `listen_gate`.
+for input). No `requestState` is issued, and one sent is never acted on. Status notifications come on
+`subscriptions/listen` with `taskIds`, served at the door (listen.py).
 """
 
 from __future__ import annotations
@@ -190,13 +189,3 @@ class BatchTasks(Extension):
 def _storage_error(exc: RedisError) -> MCPError:
     logger.error("Redis error in a task request: %s", type(exc).__name__)
     return MCPError(code=INTERNAL_ERROR, message=_STORAGE)
-
-
-async def listen_gate(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """A `subscriptions/listen` asking for task ids without the capability is refused (-32021); the SDK's handler
-    would drop the ids silently."""
-    if ctx.method == "subscriptions/listen":
-        notifications = (ctx.params or {}).get("notifications")
-        if isinstance(notifications, dict) and notifications.get("taskIds"):
-            require_client_extension(ctx, TASKS)
-    return await call_next(ctx)
