@@ -1,10 +1,10 @@
 """The tests' backend: the demo backend (demo/server.py) plus the tools a test drives faults with.
 
 Tallies (`stats`), arrivals and calls in flight (`stamp`), invocations that ran twice (`tally`, `tally_write`; and
-`a__write`, a read whose name holds the MCP door's proxy separator), HTTP statuses on demand (`refuse_next`,
-`fail_next`), a process that dies (`crash`), garbage on stdout (`garble`), a backend that stops answering (`hang`),
-answers full of terminal escapes (`hostile`), progress and a log line (`chatty`), and, as command-line options, a
-token it requires and a banner before serving; with OTEL_* variables set it exports the MCP SDK's server spans (as
+`a__write`, a read whose name holds the MCP door's proxy separator), HTTP
+statuses on demand (`refuse_next`, `fail_next`), a process that dies (`crash`), garbage on stdout (`garble`), a backend
+that stops answering (`hang`), answers full of terminal escapes (`hostile`), and, as command-line options, a token
+it requires and a banner before serving; with OTEL_* variables set it exports the MCP SDK's server spans (as
 `mcp-batch demo-backend` does). Tests start it as a real process (`python -m tests.fault_backend`); nothing here is
 a mock. Not part of the installed package.
 """
@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -51,17 +50,6 @@ async def stamp(seconds: float = 0.0) -> float:
     finally:
         _in_flight["now"] -= 1
     return arrived
-
-
-@server.tool(annotations=READ)
-async def chatty(ctx: Context, reports: int = 3, hold: float = 0.0, note: str = "") -> str:
-    """Report progress `reports` times at once (1 to `reports` of `reports`, saying `note`), log one line, then take
-    `hold` seconds."""
-    for step in range(1, reports + 1):
-        await ctx.report_progress(step, reports, f"{note} {step}".strip())
-    await ctx.info(f"chatty reported {reports} times")
-    await asyncio.sleep(hold)
-    return "said"
 
 
 @server.tool(annotations=READ)

@@ -1,11 +1,12 @@
 """A running item's progress, relayed from its backend's `notifications/progress`: on the REST item and the document
 while it runs, gone once it ends, at most a bounded number of writes per second; and a backend's log lines in the
-worker's own log, never in the document. Against server-everything (stdio) and the tests' backend."""
+worker's own log, never in the document. Against server-everything and tests/chatty_backend.py (stdio)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from typing import Any
 
@@ -27,6 +28,7 @@ LONG_RUNNING = {"server": "everything", "tool": "trigger-long-running-operation"
 @pytest.fixture
 def servers(servers: dict[str, Any]) -> dict[str, Any]:
     servers["everything"] = {"command": everything_command(), "args": ["stdio"]}
+    servers["chatty"] = {"command": sys.executable, "args": ["-m", "tests.chatty_backend"]}
     return servers
 
 
@@ -53,7 +55,7 @@ async def test_a_backends_log_line_goes_to_the_worker_log_with_the_item_id(
     client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="worker.backend_logs")
-    calls = [{"id": "talker", "server": "demo", "tool": "chatty", "arguments": {"reports": 2}}]
+    calls = [{"id": "talker", "server": "chatty", "tool": "chatty", "arguments": {"reports": 2}}]
     document = await finished(client, (await submit(client, calls))["id"])
     item = by_id(document)["talker"]
     assert item["status"] == "ok" and "chatty reported" not in str(item)
