@@ -14,6 +14,8 @@ past the last sign of life: a submit, a finished item, a lease renewal):
     {p}:batch:{id}:questions  hash    item index -> JSON question a backend is waiting on (its input request)
     {p}:batch:{id}:answers    hash    item index -> JSON answer, until the waiting worker takes it
                                       (both expire a while after the wait they serve: not in `batch_keys`)
+    {p}:batch:{id}:progress   hash    item index -> JSON latest progress of a running item (its worker deletes
+                                      it when the call ends; expires PROGRESS_TTL_SECONDS after its last write)
     {p}:idem:{sha256}         string  an Idempotency-Key's JSON {batch_id, fingerprint} (named in the batch's meta)
 Per backend:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
@@ -58,6 +60,7 @@ from dataclasses import dataclass
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
 LIVE_TTL_SECONDS = 7 * 86_400  # an unfinished batch nobody works on any more is dropped after this
+PROGRESS_TTL_SECONDS = 3_600  # a running item's progress outlives its last write by this much (a dead worker's)
 
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -103,6 +106,9 @@ class Keys:
 
     def answers(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{batch_id}:answers"
+
+    def progress(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{batch_id}:progress"
 
     def batch_keys(self, batch_id: str) -> list[str]:
         """All keys of one batch, in the order the store's scripts expect them."""

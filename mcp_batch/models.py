@@ -15,6 +15,7 @@ from pydantic import (
     model_serializer,
 )
 
+from mcp_batch.item_progress import ItemProgress
 from mcp_batch.metadata import Metadata, RequestMetadata
 from mcp_batch.questions import InputRequest, QuestionSettings
 
@@ -266,6 +267,7 @@ class ItemResult(BaseModel):
         "the last of them cut). Unlike `truncated`, nothing more can be fetched.",
     )
     stored_truncated_bytes: int = Field(0, description="Bytes of the result record that were not stored.")
+    progress: ItemProgress | None = Field(None, description="While it runs: what its backend last reported.")
 
     # No return annotation: pydantic would take it for the serialized schema, and the schema stays the model's own
     # (every field that may be left out has a default, so none of them is required).
@@ -365,33 +367,6 @@ class BatchList(BaseModel):
 
     batches: list[BatchSummary]
     next_cursor: str | None = Field(None, description="Pass as ?cursor= for the next (older) page.")
-
-
-class ToolInfo(BaseModel):
-    """A backend tool as its tools/list describes it."""
-
-    name: str
-    title: str | None = None
-    description: str | None = None
-    input_schema: dict[str, Any] = Field(default_factory=dict)
-    output_schema: dict[str, Any] | None = Field(None, description="The structured result's schema, when declared.")
-    annotations: dict[str, Any] | None = None
-
-
-class ServerInfo(BaseModel):
-    """A configured backend, without its headers or environment."""
-
-    name: str
-    transport: str = Field(description="`stdio` or `http` (streamable HTTP).")
-    timeout_seconds: float
-    max_concurrency: int | None
-    rate_limit: dict[str, float] | None
-    in_flight: int | None = Field(None, description="Calls in flight now, all workers (when max_concurrency is set).")
-    rate_tokens_available: float | None = Field(
-        None, description="Calls that could start now without waiting (when a rate limit is set)."
-    )
-    tools: list[ToolInfo] | None = Field(description="Cached tools/list; null when the backend could not be reached.")
-    tools_error: str | None = Field(None, description="Why the tools could not be listed.")
 
 
 class ErrorDetail(BaseModel):

@@ -239,6 +239,13 @@ class Settings(BaseSettings):
         description="Backoff after a webhook's first failed delivery; it doubles each attempt, up to 5 min, with "
         "jitter.",
     )
+    progress_writes_per_second: float = Field(
+        2.0,
+        gt=0,
+        le=50,
+        description="Most writes of one running item's progress (its backend's notifications/progress) per second; "
+        "the latest report is kept, those in between are dropped.",
+    )
 
     @field_validator("webhook_allow")
     @classmethod

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import SERVER_INFO_META_KEY, CallToolResult
 
 from mcp_batch import records
@@ -94,13 +95,14 @@ async def run_call(
     dispatched: Callable[[], None] | None = None,
     share: tuple[str, float] | None = None,
     priority: tuple[str, Priority] | None = None,
+    progress: ProgressFnT | None = None,
 ) -> ItemRecord:
     """Run one item and return its result record (`build`: the item's record builder); never raises for a failure
     of the call itself.
 
     `dispatched` is called just before the request is sent (from then on the call may have reached its backend);
     `share` (tenant, fraction) holds the call to its tenant's share of the backend's rate limit; `priority` (tenant,
-    priority) to its turn among that tenant's calls.
+    priority) to its turn among that tenant's calls; `progress` is handed each progress notification of the call.
     A recovered claim (its first worker stopped mid-call) runs again only for a read-only or idempotent tool."""
     call = _Call(claim, build)
     session = await _ready(pool, call, read_only)
@@ -118,7 +120,7 @@ async def run_call(
     call.attempts, call.waited = 0, 0.0
     if pool.disk_wait is not None and not repeatable:
         await pool.disk_wait()  # the claim on disk first: a Redis host crash cannot make this write run twice
-    result = await _send(pool, call, session, repeatable, dispatched, share, priority)
+    result = await _send(pool, call, session, repeatable, dispatched, share, priority, progress)
     return _answered(call, result) if isinstance(result, CallToolResult) else result
 
 
@@ -147,6 +149,7 @@ async def _send(
     dispatched: Callable[[], None] | None,
     share: tuple[str, float] | None,
     priority: tuple[str, Priority] | None = None,
+    progress: ProgressFnT | None = None,
 ) -> CallToolResult | ItemRecord:
     """The backend's answer, once admitted under its limits (a transient failure of a repeatable call sent again
     after a backoff), or the record of the failure that ended it."""
@@ -163,7 +166,7 @@ async def _send(
                 call.clock = time.monotonic()  # elapsed_seconds is the backend call alone
                 if dispatched is not None:
                     dispatched()
-                return await session.call(claim.tool, claim.arguments, timeout)
+                return await session.call(claim.tool, claim.arguments, timeout, progress)
         except LimitWait as exc:
             details = {"wait_seconds": round(exc.wait, 3), "max_wait_seconds": pool.max_limit_wait}
             return call.done(ItemStatus.error, error_info("rate_limited", str(exc), "rate_limit", **details))

@@ -33,6 +33,7 @@ from worker.context import WorkerState
 from worker.context import state as worker_state
 from worker.feeder import Feeder, reads_ahead
 from worker.item_refs import BatchReferences
+from worker.progress import ProgressRelay
 from worker.questions import BatchQuestions, bind, for_batch
 from worker.recovery import requeue
 from worker.sessions import SessionPool
@@ -172,7 +173,7 @@ async def _lane(
     state: WorkerState, batch_id: str, run: _Shard, lane: _Lane, references: BatchReferences, feeder: Feeder
 ) -> None:
     pool, worker_id, max_bytes = state.pool, state.worker_id, state.settings.max_result_bytes
-    created_at = run.meta.created_at
+    created_at, progress_rate = run.meta.created_at, state.settings.progress_writes_per_second
     while True:
         claim = await feeder.next(stopping=run.stopping)
         if claim is None:
@@ -187,11 +188,12 @@ async def _lane(
                 raise _NotSent
             lane.dispatched = True
 
+        relay = ProgressRelay(state.store.progress, batch_id, claim.index, claim.id, progress_rate)
         try:
             async with asyncio.timeout_at(run.when(lane)) as timeout:
                 lane.timeout = timeout
                 with tracing.item_span(batch_id, claim) as span:  # current while the SDK sends the call
-                    record = await _run_item(pool, references, claim, build, run.meta, dispatched, state.pages)
+                    record = await _run_item(pool, references, claim, build, run.meta, dispatched, state.pages, relay)
                     tracing.item_finished(span, record)
         except (TimeoutError, _NotSent) as exc:
             if isinstance(exc, TimeoutError) and not timeout.expired():
@@ -202,6 +204,7 @@ async def _lane(
             record = cut
         finally:
             lane.timeout = None
+            await relay.close()
         record = budget.cap_stored(record, max_bytes)  # every record passes here
         metrics.item_finished(claim.server, record["status"])
         if state.latency is not None:
@@ -219,6 +222,7 @@ async def _run_item(
     meta: BatchMeta,
     dispatched: Callable[[], None],
     pages: CursorPages,
+    progress: ProgressRelay,
 ) -> ItemRecord:
     share = None if meta.rate_share is None else (meta.tenant, meta.rate_share)
     try:
@@ -227,7 +231,7 @@ async def _run_item(
         prepared = await references.prepare(claim)
         if isinstance(prepared, Claim):
             rank = (meta.tenant, meta.priority)
-            return await run_call(pool, prepared, build, meta.read_only, dispatched, share, rank)
+            return await run_call(pool, prepared, build, meta.read_only, dispatched, share, rank, progress)
         return build(prepared.status, error=prepared.error, attempts=0)  # nothing ran
     except _NotSent:
         raise

@@ -49,6 +49,7 @@ class PlainItem(TypedDict):
     recovered: bool
     stored_truncated: bool
     stored_truncated_bytes: int
+    progress: NotRequired[dict[str, Any]]
 
 
 _STATUSES = frozenset(status.value for status in ItemStatus)
@@ -81,6 +82,7 @@ _TYPES: dict[str, type | None] = {
     "recovered": bool,
     "stored_truncated": bool,
     "stored_truncated_bytes": int,
+    "progress": dict,
 }
 _MODEL = ItemResult.model_fields
 if list(_TYPES) != list(_MODEL):  # a field added to the model must be added here, in its place

@@ -11,6 +11,7 @@
     questions     the questions backends wait on during a call, and the callers' answers
     latencies     the call latency observed recently per backend and tool (the dry run's estimate)
     backlog       what unfinished batches still ask of each backend (the dry run's estimate)
+    progress      running items' latest progress
 
 The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
 as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
@@ -29,6 +30,7 @@ from mcp_batch.store.deletion import Deletion
 from mcp_batch.store.idempotency import IdempotencyKeys
 from mcp_batch.store.latency import Latencies
 from mcp_batch.store.leases import Leases
+from mcp_batch.store.progress import Progress
 from mcp_batch.store.questions import Questions
 from mcp_batch.store.reads import Reads
 from mcp_batch.store.submits import Submits
@@ -67,6 +69,7 @@ class Store:
         self.questions = Questions(redis, keys)
         self.latencies = Latencies(redis, keys)
         self.backlog = Backlog(redis, keys)
+        self.progress = Progress(redis, keys)
 
     @classmethod
     def from_settings(cls, redis: Redis, settings: Settings, done: Listener | None = None) -> Store:

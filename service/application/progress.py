@@ -3,7 +3,8 @@ the batch has ended, the items that never ran too), the counts as they change, t
 
 Nothing is published per item. While someone listens, the batch's counters and the length of its `finished` list
 are read together (one MULTI round trip, so the counts match the items sent) every `check_seconds`, what finished
-since is sent, and the done channel (through `Store.wait`) wakes the stream at once when the batch ends. An item's
+since is sent, and the done channel (through `Store.wait`) wakes the stream at once when the batch ends. While items
+run, their stored progress is read at the same checks and each new report sent once (`item_progress`). An item's
 `seq` (its place in finish order) is the event id: resuming after a seq sends only the items finished after it.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from mcp_batch.contract import document as documents
+from mcp_batch.contract import running
 from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import TERMINAL_BATCH
@@ -30,7 +32,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    """One event: `item` (with `id`, its seq), `progress`, `end`, `timeout`, `error`; a `keep-alive` has no data."""
+    """One event: `item` (with `id`, its seq), `progress`, `item_progress`, `end`, `timeout`, `error`; a `keep-alive`
+    has no data."""
 
     name: str
     data: dict[str, Any] | None = None
@@ -46,6 +49,18 @@ def _item_event(item: PlainItem) -> Event:
     return Event("item", fields | {"server": item["server"], "tool": item["tool"]}, seq)
 
 
+def _new_reports(reports: dict[int, dict[str, Any]], reported: dict[int, float]) -> list[Event]:
+    """An `item_progress` event per item whose report is newer than the last one sent (`reported`, updated)."""
+    events = []
+    for index, report in sorted(reports.items()):
+        if reported.get(index) == report["at"]:
+            continue
+        reported[index] = report["at"]
+        fields = running.shown(report).model_dump(mode="json")
+        events.append(Event("item_progress", {"index": index, "id": report["id"], **fields}))
+    return events
+
+
 async def _events(
     store: Store, batch_id: str, after: int, check_seconds: float, max_seconds: float, heartbeat_seconds: float
 ) -> AsyncIterator[list[Event]]:
@@ -53,6 +68,7 @@ async def _events(
     give_up = loop.time() + max_seconds
     quiet_since = loop.time()
     position, shown, asked = after, None, set[str]()
+    reported: dict[int, float] = {}  # item index -> the time of the last report sent of it
     while True:
         row = await store.reads.row(batch_id)  # its `finished` is the length of the list of finished items
         document = documents.summary(batch_id, row, 0, 0, [])
@@ -71,6 +87,11 @@ async def _events(
             async for chunk in store.reads.finished_since(batch_id, position, row):
                 yield [_item_event(item) for item in documents.in_finish_order(row, chunk)]
             position, sent = finished, True
+        if document.counts.running and not ended:
+            news = _new_reports(await store.progress.every(batch_id), reported)
+            if news:
+                sent = True
+                yield news
         if not first and (document.status, counts) != shown:
             shown, sent = (document.status, counts), True
             yield [Event("progress", {"status": document.status.value, "counts": counts})]

@@ -24,6 +24,8 @@ _STREAM_DOC = """Events, each `event:` and a one-line JSON `data:`:
   batch's `metadata` too), then whenever they change (after each run of new items);
 - `item` (with `id: <seq>`): `{"seq", "index", "id", "status", "server", "tool"}`, once per item, in finish order;
   once the batch has ended, the items that never ran (`skipped`, `cancelled`, `expired`) follow the others;
+- `item_progress`: `{"index", "id", "progress", "total", "message", "updated_at"}`, a running item's latest progress
+  as its backend reported it, each new report once (no `id:`: not resumed after a reconnect);
 - `input_required`: `{"index", "id", "request_id", "kind", "expires_at"}`, once per question a backend asks
   (the question itself is the item's `input_request`; answer it with POST .../items/{item_id}/input);
 - `end`: `{"status", "ok", "counts", "finished_at", "metadata"}`, then the stream closes;

@@ -79,6 +79,8 @@ export function batchView(main, id, report) {
       showProgress(data.status, data.counts);
     } else if (name === "item") {
       items.touched(data);
+    } else if (name === "item_progress") {
+      items.progressed(data);
     }
     if (name === "input_required" || (name === "progress" && questionsChanged(data.counts))) questions.refresh();
     if (name === "end") ended();

@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mcp_batch.models import MAX_DEADLINE_SECONDS, MAX_OFFSET, BatchRequest, Call, Mode, OnError, Priority
+from mcp_batch.models import MAX_DEADLINE_SECONDS, MAX_OFFSET, BatchRequest, BatchStatus, Call, Mode, OnError, Priority
 from mcp_batch.store.idempotency import MAX_KEY_LENGTH
 
 A = TypeVar("A", bound=BaseModel)
@@ -106,6 +106,18 @@ class GetItemArguments(_Reading):
             pattern=r"^[A-Za-z0-9_-]+$",
             description="The `next_cursor` of a truncated copy of this item, or of the page before.",
         ),
+    ] = None
+
+
+class ListBatchesArguments(_Reading):
+    """list_batches': which of the caller's batches, and where the page starts."""
+
+    status: Annotated[
+        list[BatchStatus] | None, Field(description="Only batches in these statuses (any of them); all when left out.")
+    ] = None
+    limit: Annotated[int, Field(ge=1, le=1000, description="Most batches in one page.")] = 50
+    cursor: Annotated[
+        str | None, Field(pattern=r"^\d{1,20}$", description="The `next_cursor` of the page before (older batches).")
     ] = None
 
 

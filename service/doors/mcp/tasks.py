@@ -17,8 +17,7 @@ it as `POST /v1/batches/{id}/cancel` does and acknowledges any id. A batch whose
 `input_required`, its questions in `inputRequests` (keyed by question id); `tasks/update` `inputResponses` answers
 them as `POST /v1/batches/{id}/items/{item_id}/input` does. A client that takes tasks can answer, so its batches
 ask by default (`questions.policy: ask`). No `requestState` is issued, and one sent is never acted on. Status
-notifications: none (the revision puts them on `subscriptions/listen`, whose SDK handler cannot carry task ids); a
-listen asking for task ids without the capability is refused (-32021) by `listen_gate`.
+notifications come on `subscriptions/listen` with `taskIds`, served at the door (listen.py).
 """
 
 from __future__ import annotations
@@ -152,7 +151,8 @@ class BatchTasks(Extension):
         try:
             batch_id = await owned(services, params.task_id, current_caller.get())
             document = await reading.document(services, batch_id, limit=1)
-            view = task_view(document, self._settings.mcp_task_poll_ms)
+            running = await reading.progress(services, batch_id) if document.counts.running else []
+            view = task_view(document, self._settings.mcp_task_poll_ms, running)
             if document.counts.input_required:
                 view |= asking_view(await questions.waiting(services, batch_id))
             if document.status in (BatchStatus.completed, BatchStatus.expired):
@@ -206,13 +206,3 @@ class BatchTasks(Extension):
 def _storage_error(exc: RedisError) -> MCPError:
     logger.error("Redis error in a task request: %s", type(exc).__name__)
     return MCPError(code=INTERNAL_ERROR, message=_STORAGE)
-
-
-async def listen_gate(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """A `subscriptions/listen` asking for task ids without the capability is refused (-32021); the SDK's handler
-    would drop the ids silently."""
-    if ctx.method == "subscriptions/listen":
-        notifications = (ctx.params or {}).get("notifications")
-        if isinstance(notifications, dict) and notifications.get("taskIds"):
-            require_client_extension(ctx, TASKS)
-    return await call_next(ctx)

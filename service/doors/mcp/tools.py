@@ -1,10 +1,11 @@
-"""The MCP door's tools over the application layer, the same use cases the REST routes call.
+"""The MCP door's seven tools over the application layer, the same use cases the REST routes call.
 
 `call_tools_batch` and `submit_batch` submit through `submitting.submit`, so a batch is validated, stored, queued and
-run by the workers exactly as one POSTed to `/v1/batches` is; `get_batch`, `get_item` and `list_servers` read
-through `reading` and `backends_info`; `delete_batch` deletes through `deleting`. Each tool's arguments are one model
-(arguments.py); what it answers is compact JSON (render.py); core errors are tool errors naming each problem, never a
-value (strict.py).
+run by the workers exactly as one POSTed to `/v1/batches` is; `get_batch`, `get_item`, `list_batches` (the task
+inbox: a client that lost its task ids finds its batches again, as `GET /v1/batches` lists them) and `list_servers`
+read through `reading` and `backends_info`; `delete_batch` deletes through `deleting`. Each tool's arguments are one
+model (arguments.py); what it answers is compact JSON (render.py); core errors are tool errors naming each problem,
+never a value (strict.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from mcp_batch.models import BatchDocument, ItemPage, ServerInfo
+from mcp_batch.backend_info import ServerInfo
+from mcp_batch.models import BatchDocument, BatchList, ItemPage
 from mcp_batch.settings import Settings
 from mcp_batch.store.idempotency import check_key
 from service.application import deleting, reading, submitting
@@ -30,11 +32,12 @@ from service.doors.mcp.arguments import (
     DeleteBatchArguments,
     GetBatchArguments,
     GetItemArguments,
+    ListBatchesArguments,
     NoArguments,
     configured,
     tool_function,
 )
-from service.doors.mcp.render import compact, document_result, item_result, listing_result
+from service.doors.mcp.render import batches_result, compact, document_result, item_result, listing_result
 from service.doors.mcp.strict import StrictTool, tool_errors
 from service.doors.mcp.tasks import wait_cap
 
@@ -145,6 +148,16 @@ class BatchTools:
                 "first).",
             ),
             tool(
+                "list_batches",
+                ListBatchesArguments,
+                self.list_batches,
+                Annotated[CallToolResult, BatchList],
+                "The caller's batches, newest first (as GET /v1/batches): each one's `id` (also its task id), "
+                "`status`, item counts and times, a page at a time (`next_cursor`: pass it as `cursor` for older "
+                f"ones), optionally only those in some `status`es. Finished batches are listed for {kept} h; for "
+                "finding a batch whose id was lost.",
+            ),
+            tool(
                 "list_servers",
                 NoArguments,
                 self.list_servers,
@@ -198,6 +211,14 @@ class BatchTools:
             services = self._services()
             await owned(services, arguments.batch_id, current_caller.get())
             return item_result(await reading.item(services, arguments.batch_id, arguments.item_id, arguments.cursor))
+
+    async def list_batches(self, arguments: ListBatchesArguments) -> CallToolResult:
+        with tool_errors():
+            statuses = set(arguments.status) if arguments.status else None
+            listing = await reading.batches(
+                self._services(), current_caller.get(), statuses, arguments.limit, arguments.cursor
+            )
+            return batches_result(listing)
 
     async def delete_batch(self, arguments: DeleteBatchArguments) -> CallToolResult:
         with tool_errors():

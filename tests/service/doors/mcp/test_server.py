@@ -32,10 +32,18 @@ def error_text(result: CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
-async def test_list_tools_shows_the_batch_tools_with_output_schemas_and_annotations(service: ServiceHandle) -> None:
+async def test_list_tools_shows_the_seven_tools_with_output_schemas_and_annotations(service: ServiceHandle) -> None:
     async with Client(mcp_url(service)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(tools) == {"call_tools_batch", "submit_batch", "get_batch", "get_item", "list_servers", "delete_batch"}
+    assert set(tools) == {
+        "call_tools_batch",
+        "submit_batch",
+        "get_batch",
+        "get_item",
+        "list_batches",
+        "list_servers",
+        "delete_batch",
+    }
     for tool in tools.values():
         assert tool.description and tool.output_schema and tool.annotations, tool.name
     batch = tools["call_tools_batch"]
@@ -147,7 +155,7 @@ async def test_the_endpoint_answers_without_the_slash_and_under_a_listed_host_na
     listed = settings.model_copy(update={"allowed_hosts": ["batches.example.com"]})
     async with running_api(listed) as base_url:
         async with Client(f"{base_url}/mcp") as client:
-            assert len((await client.list_tools()).tools) == 6
+            assert len((await client.list_tools()).tools) == 7
         async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
             response = await http.post("/mcp/", json=initialize, headers=headers)
     assert response.status_code == 200, response.text
