@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mcp_batch.models import MAX_DEADLINE_SECONDS, MAX_OFFSET, BatchRequest, BatchStatus, Call, Mode, OnError, Priority
+from mcp_batch.questions import QuestionSettings
 from mcp_batch.store.idempotency import MAX_KEY_LENGTH
 
 A = TypeVar("A", bound=BaseModel)
@@ -46,6 +47,8 @@ class BatchArguments(BaseModel):
     retention_seconds: Annotated[int | None, Field(ge=1, description=_about("retention_seconds"))] = None
     webhook_url: Annotated[str | None, Field(description=_about("webhook_url"))] = None
     metadata: Annotated[dict[str, str] | None, Field(description=_about("metadata"))] = None
+    # None: the door's default (`ask` for a client that took tasks, which can answer; `decline` otherwise)
+    questions: Annotated[QuestionSettings | None, Field(description=_about("questions"))] = None
     idempotency_key: Annotated[
         str | None,
         Field(
