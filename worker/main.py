@@ -27,6 +27,7 @@ from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.keys import Keys
 from mcp_batch.ops import durability, logs, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
+from mcp_batch.ops.replication import WriteGuard
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
@@ -84,8 +85,9 @@ async def startup(ctx: dict[str, Any]) -> None:
     logs.bind(worker=worker_id)
     persistence = await durability.read(redis)
     durability.log_at_start(persistence, "worker")
-    if persistence.waits_for_disk:  # a write is sent only once its claim is on disk
-        pool.disk_wait = partial(durability.wait_for_disk, redis, keys.durability_probe)
+    guard = WriteGuard(persistence.waits_for_disk, settings.replica_wait_count, settings.replica_wait_seconds)
+    if guard.disk or guard.waits_for_replicas:  # a write is sent only once its claim is on replicas and disk
+        pool.write_wait = partial(guard, redis, keys.durability_probe)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
     cursors = CursorKey(await cursor_secret(redis, keys, settings.cursor_secret))
     pages = CursorPages(store, cursors, settings.response_max_bytes)
