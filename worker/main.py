@@ -14,7 +14,6 @@ from functools import cache, partial
 from typing import Any
 
 from arq import func
-from arq.connections import RedisSettings
 from arq.worker import Worker as ArqWorker
 from redis.exceptions import RedisError
 
@@ -34,6 +33,7 @@ from mcp_batch.store.channels import Listener
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.store.outage import redis_retried
 from mcp_batch.store.overview import Heartbeat
+from mcp_batch.store.sentinel import arq_settings
 from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
@@ -225,7 +225,7 @@ def arq_options(settings: Settings) -> dict[str, Any]:
         "on_startup": startup,
         "on_shutdown": shutdown,
         "queue_name": Keys(settings.key_prefix).queue,
-        "redis_settings": RedisSettings.from_dsn(settings.redis_url),
+        "redis_settings": arq_settings(settings.redis_url),
         "max_jobs": settings.worker_max_jobs,
         "ctx": {"settings": settings},
         "keep_result": 0,
