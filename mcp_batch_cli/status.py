@@ -99,7 +99,7 @@ async def gather(settings: Settings, source: str = "MCP_BATCH_REDIS_URL") -> Sta
     try:
         async with asyncio.timeout(_TIMEOUT_SECONDS):
             state = await overview.read(redis, Keys(settings.key_prefix), registry, settings.default_timeout_seconds)
-            persistence = await durability.read(redis)
+            persistence = await durability.read(redis, settings)
     except (RedisError, OSError) as exc:  # OSError includes the timeout
         return Status(where, type(exc).__name__, servers_error, None, settings.ready_worker_seconds, source)
     finally:
@@ -160,6 +160,9 @@ def as_text(status: Status) -> str:
                 "writes may repeat after a host crash" if status.durability.writes_may_repeat else "no write repeats"
             )
             lines.append(f"durability {status.durability.mode}: {repeat}")
+            d = status.durability
+            wait = "writes may repeat after a failover" if d.writes_may_repeat_after_failover else "no write repeats"
+            lines.append(f"replicas   {d.replicas} online, claims of writes wait for: {d.replica_wait}: {wait}")
         lines.append(f"backends   {len(o.backends)}")
         lines += _table(
             ["name", "transport", "timeout", "max_concurrency", "rate_limit", "leases", "tools"],

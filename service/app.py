@@ -59,7 +59,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redis = await create_pool(arq_settings(settings.redis_url), default_queue_name=keys.queue)
-        durability.log_at_start(await durability.read(redis), "api")
+        durability.log_at_start(await durability.read(redis, settings), "api")
         done = Listener(redis, keys.done_channel)
         await done.start()
         catalog = Catalog(redis, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)
