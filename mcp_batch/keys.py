@@ -40,7 +40,7 @@ Shared:
     {p}:deadlines             zset    batch id -> its deadline (ms), for batches that set one
     {p}:unfinished            string  items of unfinished batches not yet finished (backpressure)
     {p}:webhooks              zset    batch id -> when its completion webhook is next due (ms; 0: now)
-    {p}:durability:probe      string  a worker's write before WAITAOF (where Redis has it); expires in a minute
+    {p}:durability:probe      string  a worker's write before WAIT / WAITAOF (replicas, disk); expires in a minute
     {p}:workers               zset    worker id -> its last heartbeat (ms); live workers decide how a batch is sharded
     {p}:cursor-secret         string  the random key cursors are signed with when MCP_BATCH_CURSOR_SECRET is unset
     {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)

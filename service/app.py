@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from arq import create_pool
-from arq.connections import RedisSettings
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
@@ -27,6 +26,7 @@ from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.cursor_secret import cursor_secret
+from mcp_batch.store.sentinel import arq_settings
 from mcp_batch.tenants import load_keys
 from service.application.services import Services
 from service.doors import gumloop
@@ -58,8 +58,8 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        redis = await create_pool(RedisSettings.from_dsn(settings.redis_url), default_queue_name=keys.queue)
-        durability.log_at_start(await durability.read(redis), "api")
+        redis = await create_pool(arq_settings(settings.redis_url), default_queue_name=keys.queue)
+        durability.log_at_start(await durability.read(redis, settings), "api")
         done = Listener(redis, keys.done_channel)
         await done.start()
         catalog = Catalog(redis, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)

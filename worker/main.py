@@ -14,7 +14,6 @@ from functools import cache, partial
 from typing import Any
 
 from arq import func
-from arq.connections import RedisSettings
 from arq.worker import Worker as ArqWorker
 from redis.exceptions import RedisError
 
@@ -28,12 +27,14 @@ from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.keys import Keys
 from mcp_batch.ops import durability, logs, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
+from mcp_batch.ops.replication import WriteGuard
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.store.outage import redis_retried
 from mcp_batch.store.overview import Heartbeat
+from mcp_batch.store.sentinel import arq_settings
 from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
@@ -86,10 +87,11 @@ async def startup(ctx: dict[str, Any]) -> None:
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     # Bound in this (the worker's main) task's context, so every job, lane and loop started from here inherits them.
     logs.bind(worker=worker_id)
-    persistence = await durability.read(redis)
+    persistence = await durability.read(redis, settings)
     durability.log_at_start(persistence, "worker")
-    if persistence.waits_for_disk:  # a write is sent only once its claim is on disk
-        pool.disk_wait = partial(durability.wait_for_disk, redis, keys.durability_probe)
+    guard = WriteGuard(persistence.waits_for_disk, settings.replica_wait_count, settings.replica_wait_seconds)
+    if guard.disk or guard.waits_for_replicas:  # a write is sent only once its claim is on replicas and disk
+        pool.write_wait = partial(guard, redis, keys.durability_probe)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
     cursors = CursorKey(await cursor_secret(redis, keys, settings.cursor_secret))
     pages = CursorPages(store, cursors, settings.response_max_bytes)
@@ -230,7 +232,7 @@ def arq_options(settings: Settings) -> dict[str, Any]:
         "on_startup": startup,
         "on_shutdown": shutdown,
         "queue_name": Keys(settings.key_prefix).queue,
-        "redis_settings": RedisSettings.from_dsn(settings.redis_url),
+        "redis_settings": arq_settings(settings.redis_url),
         "max_jobs": settings.worker_max_jobs,
         "ctx": {"settings": settings},
         "keep_result": 0,
