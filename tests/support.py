@@ -349,6 +349,7 @@ def worker_processes(
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
 
 
 @contextmanager
@@ -378,6 +379,7 @@ def api_process(settings: Settings, tmp: Path) -> Iterator[str]:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
