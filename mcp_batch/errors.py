@@ -18,6 +18,8 @@ MCPBatchError
  │    └── NotRetryable            the batch cannot be retried (the message says why)
  │         ├── BatchNotFinished   it has not finished yet
  │         └── NothingToRetry     every item succeeded
+ ├── ReplicaWaitFailed            a write's claim did not reach the replicas asked for in time (worker side): the call
+ │                                is not sent
  └── BackendError                 a backend could not be reached or broke mid-call (worker side); `transient` when
       │                           the same call may well succeed if sent again (the connection broke, HTTP 5xx)
       ├── BackendTimeout          the backend did not answer within the call's timeout (never transient)
@@ -207,3 +209,16 @@ class BackendUnauthenticated(BackendError):
     """A streamable-HTTP backend answered 401 or 403: the configured credentials were refused."""
 
     code = "backend_unauthenticated"
+
+
+class ReplicaWaitFailed(MCPBatchError):
+    """A write's claim was not confirmed on `wanted` replicas within `timeout` seconds (`acked`: how many confirmed;
+    None: Redis failed mid-wait), so the call is not sent: in a failover the claim could be lost."""
+
+    def __init__(self, acked: int | None, wanted: int, timeout: float) -> None:
+        got = "Redis failed during the wait" if acked is None else f"{acked} of {wanted} replicas confirmed it"
+        super().__init__(
+            f"the item's claim was not confirmed on the replicas within {timeout:g} s ({got}); the call was not "
+            "sent, so it cannot have run: retry the batch to run it"
+        )
+        self.acked, self.wanted, self.timeout = acked, wanted, timeout

@@ -37,7 +37,8 @@ Control plane (MCP_BATCH_REDIS_URL: one Redis, standalone or Sentinel; a few com
     {p}:deadlines             zset    batch id -> its deadline (ms), for batches that set one
     {p}:unfinished            string  items of unfinished batches not yet finished (backpressure)
     {p}:webhooks              zset    batch id -> when its completion webhook is next due (ms; 0: now)
-    {p}:durability:probe      string  a worker's write before WAITAOF on the control plane; expires in a minute
+    {p}:durability:probe      string  a worker's write before WAIT / WAITAOF (replicas, disk) on the data plane's
+                                      Redis when it is no cluster (on a cluster: the batch's probe); expires in a minute
     {p}:workers               zset    worker id -> its last heartbeat (ms); live workers decide how a batch is sharded
     {p}:cursor-secret         string  the random key cursors are signed with when MCP_BATCH_CURSOR_SECRET is unset
     {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)

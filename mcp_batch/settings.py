@@ -212,6 +212,19 @@ class Settings(BaseSettings):
         description="How long a worker waits out a Redis outage, holding finished results; then its shard job fails "
         "and another worker takes its part over, as after a crash.",
     )
+    replica_wait_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="Before a call that may write, the longest a worker waits for the item's claim to reach the "
+        "replicas (WAIT), so a failover cannot lose the claim and send the write again; a wait that falls short "
+        "ends the item `error` (`replica_wait_failed`), unsent. 0: writes never wait for replicas.",
+    )
+    replica_wait_count: int | None = Field(
+        None,
+        ge=0,
+        description="How many replicas must have a write's claim before the call is sent; unset: every replica the "
+        "primary reports connected (none connected: no wait); 0: none.",
+    )
 
     # Progress events (GET /v1/batches/{id}/events) and completion webhooks.
     events_check_seconds: float = Field(

@@ -19,7 +19,7 @@ from mcp_types import SERVER_INFO_META_KEY, CallToolResult
 
 from mcp_batch import records
 from mcp_batch.contract.checks import check_call, check_tool
-from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
+from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated, ReplicaWaitFailed
 from mcp_batch.models import ItemStatus
 from mcp_batch.records import ErrorInfo, ItemRecord, error_info
 from mcp_batch.store.claims import Claim
@@ -92,6 +92,7 @@ async def run_call(
     read_only: bool = True,
     dispatched: Callable[[], None] | None = None,
     share: tuple[str, float] | None = None,
+    batch_id: str = "",
 ) -> ItemRecord:
     """Run one item and return its result record (`build`: the item's record builder); never raises for a failure
     of the call itself.
@@ -113,8 +114,12 @@ async def run_call(
         )
         return call.done(ItemStatus.interrupted, error_info("interrupted", msg, "batch"))
     call.attempts, call.waited = 0, 0.0
-    if pool.disk_wait is not None and not repeatable:
-        await pool.disk_wait()  # the claim on disk first: a Redis host crash cannot make this write run twice
+    if pool.write_wait is not None and not repeatable:
+        try:  # the claim on replicas and disk first: neither a failover nor a host crash can make this write run twice
+            await pool.write_wait(batch_id)
+        except ReplicaWaitFailed as exc:
+            details = {"replicas_confirmed": exc.acked, "replicas_wanted": exc.wanted, "wait_seconds": exc.timeout}
+            return call.done(ItemStatus.error, error_info("replica_wait_failed", str(exc), "storage", **details))
     result = await _send(pool, call, session, repeatable, dispatched, share)
     return _answered(call, result) if isinstance(result, CallToolResult) else result
 

@@ -10,7 +10,7 @@ import os
 import signal
 import socket
 from contextlib import ExitStack, suppress
-from functools import cache, partial
+from functools import cache
 from typing import Any
 
 from arq import func
@@ -26,6 +26,8 @@ from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.keys import Keys
 from mcp_batch.ops import durability, logs, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
+from mcp_batch.ops.replication import WriteGuard
+from mcp_batch.ops.slot_wait import SlotWait
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
@@ -85,10 +87,11 @@ async def startup(ctx: dict[str, Any]) -> None:
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     # Bound in this (the worker's main) task's context, so every job, lane and loop started from here inherits them.
     logs.bind(worker=worker_id)
-    persistence = await durability.read(redis)
+    persistence = await durability.read(data)  # where the claims are written
     durability.log_at_start(persistence, "worker")
-    if persistence.waits_for_disk:  # a write is sent only once its claim is on disk
-        pool.disk_wait = partial(durability.wait_for_disk, redis, keys.durability_probe)
+    guard = WriteGuard(persistence.waits_for_disk, settings.replica_wait_count, settings.replica_wait_seconds)
+    if guard.disk or guard.waits_for_replicas:  # a write is sent only once its claim is on replicas and disk
+        pool.write_wait = SlotWait(guard, data, keys)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
     cursors = CursorKey(await cursor_secret(redis, keys, settings.cursor_secret))
     pages = CursorPages(store, cursors, settings.response_max_bytes)
@@ -134,6 +137,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         await found.pool.close()
         for listener in (found.released, found.cancels, found.done):
             await listener.stop()
+        if isinstance(found.pool.write_wait, SlotWait):
+            await found.pool.write_wait.close()
         if found.data is not None:
             await close_data(found.data, found.redis)
         tracing.flush()

@@ -209,7 +209,7 @@ async def _run_item(
             return await pages.answer(claim, meta.tenant, build)
         prepared = await references.prepare(claim)
         if isinstance(prepared, Claim):
-            return await run_call(pool, prepared, build, meta.read_only, dispatched, share)
+            return await run_call(pool, prepared, build, meta.read_only, dispatched, share, references.batch_id)
         return build(prepared.status, error=prepared.error, attempts=0)  # nothing ran
     except _NotSent:
         raise

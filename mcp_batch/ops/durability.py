@@ -9,7 +9,8 @@ have run and never sends a non-idempotent call twice. That holds only for claims
 With anything but `always`, a claim lost that way lets a write run again, and the item still reports `ok`.
 
 Where the server has WAITAOF (Redis 7.2 and later, Valkey), a worker waits for the claim of a non-idempotent call to
-reach the disk before sending it (`WAITAOF 1 0`), which closes that gap under `everysec` too.
+reach the disk before sending it (`WAITAOF 1 0`, in replication.py's WriteGuard, with the wait for replicas), which
+closes that gap under `everysec` too.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
 logger = logging.getLogger(__name__)
-
-WAITAOF_TIMEOUT_MS = 2_000  # longest a worker waits for a claim to reach the disk (everysec fsyncs each second)
 
 
 @dataclass(frozen=True)
@@ -104,21 +103,3 @@ def log_at_start(durability: Durability, process: str) -> None:
         logger.info(
             "%s: this Redis has no WAITAOF (Redis 7.2+, Valkey): claims of writes are not awaited on disk", process
         )
-
-
-async def wait_for_disk(redis: Redis, probe: str) -> None:
-    """Return once every write Redis has acknowledged so far is on its local disk, or after the timeout.
-
-    WAITAOF waits for the writes of the connection it is sent on, and a pool hands out any connection: so a write of
-    its own (`probe`, a short-lived key) goes first on the same connection. The append-only file is written in order,
-    so once that write is on disk, so is every claim acknowledged before it."""
-    try:
-        async with redis.pipeline(transaction=False) as pipe:  # one connection for both
-            pipe.set(probe, 1, px=60_000)
-            pipe.execute_command("WAITAOF", 1, 0, WAITAOF_TIMEOUT_MS)
-            _, (local, _) = await pipe.execute()
-    except RedisError as exc:
-        logger.warning("WAITAOF failed (%s): a claim may not be on disk yet", type(exc).__name__)
-        return
-    if int(local) < 1:
-        logger.warning("a claim was not on disk within %d ms; sending the call anyway", WAITAOF_TIMEOUT_MS)

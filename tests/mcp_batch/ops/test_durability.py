@@ -14,8 +14,10 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
+from mcp_batch.errors import ReplicaWaitFailed
 from mcp_batch.ops import durability
 from mcp_batch.ops.durability import Durability
+from mcp_batch.ops.replication import WriteGuard
 from mcp_batch.settings import Settings
 from mcp_batch_cli.status import as_json, as_text, gather
 from tests.redis_server import RedisServer
@@ -67,7 +69,7 @@ async def test_valkey_has_waitaof_so_a_worker_waits_for_each_writes_claim_on_dis
         found = await read(server.url)
         client = aioredis.Redis.from_url(server.url)
         try:
-            await durability.wait_for_disk(client, "mcpb:durability:probe")  # answers at once: nothing logged
+            await WriteGuard(disk=True, count=0, timeout=1.0)(client, "mcpb:durability:probe")
         finally:
             await client.aclose()
     finally:
@@ -93,7 +95,7 @@ async def test_a_worker_says_once_at_start_that_writes_may_repeat_and_that_waita
 ) -> None:
     caplog.set_level(logging.INFO, logger=durability.__name__)
     async with running_worker(settings.model_copy(update={"redis_url": redises["everysec"]})) as worker:
-        assert worker.ctx["state"].pool.disk_wait is None  # nothing to wait with on this server
+        assert not worker.ctx["state"].pool.write_wait.guard.disk  # no WAITAOF on this server: no wait for the disk
     [warning, waitaof] = warnings_of(caplog, "worker")
     assert "appendfsync everysec" in warning and "non-idempotent calls run again" in warning
     assert "appendfsync always" in warning and "docs/operations.md, Redis durability" in warning
@@ -147,12 +149,10 @@ async def test_status_shows_the_durability_mode(redises: dict[str, str], setting
     assert "durability append-only, appendfsync always: no write repeats" in as_text(status)
 
 
-async def test_waiting_for_the_disk_on_a_redis_without_waitaof_says_so_and_goes_on(
-    redises: dict[str, str], caplog: pytest.LogCaptureFixture
-) -> None:
-    client = aioredis.Redis.from_url(redises["everysec"])
+async def test_a_write_whose_claim_cannot_be_awaited_on_disk_is_not_sent(redises: dict[str, str]) -> None:
+    client = aioredis.Redis.from_url(redises["everysec"])  # Redis 7.0: WAITAOF is an unknown command
     try:
-        await durability.wait_for_disk(client, "mcpb:durability:probe")
+        with pytest.raises(ReplicaWaitFailed):
+            await WriteGuard(disk=True, count=0, timeout=1.0)(client, "mcpb:durability:probe")
     finally:
         await client.aclose()
-    assert any("WAITAOF failed" in r.getMessage() for r in caplog.records)
