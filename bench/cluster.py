@@ -97,11 +97,18 @@ def cluster_port() -> int:
         return port
 
 
-async def cpu_of(ports: list[int]) -> dict[int, float]:
+async def command_us(client: aioredis.Redis) -> float:
+    """Microseconds Redis spent in commands so far (INFO commandstats), without its cron and cluster bus."""
+    stats = await client.info("commandstats")
+    return sum(float(row["usec"]) for name, row in stats.items() if name != "cmdstat_info")
+
+
+async def cpu_of(ports: list[int]) -> dict[int, tuple[float, float]]:
+    """Each node's CPU seconds (INFO cpu) and command µs so far."""
     found = {}
     for port in ports:
         async with aioredis.Redis(port=port) as client:
-            found[port] = await redis_cpu(client)
+            found[port] = (await redis_cpu(client), await command_us(client))
     return found
 
 
@@ -117,11 +124,16 @@ def master_of(ports: list[int], key: str) -> int:
 async def one_redis(servers: dict[str, Any], calls: int) -> dict[str, float]:
     async with service_stack(current_tree(), servers, 1) as stack:
         await run_batch(stack.http, echo_calls(50), 8)  # warm: sessions open, scripts loaded
-        cpu, commands = await redis_cpu(stack.redis), await command_calls(stack.redis)
+        cpu, commands, spent = (
+            await redis_cpu(stack.redis),
+            await command_calls(stack.redis),
+            await command_us(stack.redis),
+        )
         await run_batch(stack.http, echo_calls(calls), 8)
         cpu_after, commands_after = await redis_cpu(stack.redis), await command_calls(stack.redis)
+        spent_after = await command_us(stack.redis)
     count = sum(commands_after.values()) - sum(commands.values())
-    return {"us": (cpu_after - cpu) / calls * 1e6, "commands": count / calls}
+    return {"us": (cpu_after - cpu) / calls * 1e6, "commands": count / calls, "cmd_us": (spent_after - spent) / calls}
 
 
 async def on_cluster(servers: dict[str, Any], calls: int, batches: int) -> dict[str, float]:
@@ -141,11 +153,13 @@ async def on_cluster(servers: dict[str, Any], calls: int, batches: int) -> dict[
             held[master_of(ports, f"{PREFIX}:batch:{{{document['id']}}}")] += each
         after, control_after = await cpu_of(ports), await redis_cpu(service.redis)
     mean = statistics.mean(held.values())
-    per_master = [(after[p] - before[p]) / held[p] * 1e6 for p in ports if held[p]]
+    per_master = [(after[p][0] - before[p][0]) / held[p] * 1e6 for p in ports if held[p]]
+    in_commands = [(after[p][1] - before[p][1]) / held[p] for p in ports if held[p]]
     return {
         "spread": max(abs(n - mean) / mean for n in held.values()) * 100,
         "us_max": max(per_master),
         "us_mean": statistics.mean(per_master),
+        "cmd_us_max": max(in_commands),
         "control_us": (control_after - control) / (each * batches) * 1e6,
         "items_min": min(held.values()),
         "items_max": max(held.values()),
@@ -182,6 +196,10 @@ async def main() -> None:
     print(
         f"| Redis CPU per item, mean of masters, µs | - | {med(spread, 'us_mean'):.1f} | "
         f"{med(spread, 'us_mean') / one:.2f} |"
+    )
+    print(
+        f"| Redis time in commands per item (commandstats), µs | {med(single, 'cmd_us'):.1f} | "
+        f"{med(spread, 'cmd_us_max'):.1f} (worst master) | {med(spread, 'cmd_us_max') / med(single, 'cmd_us'):.2f} |"
     )
     print(f"| control plane CPU per item, µs | (in the above) | {med(spread, 'control_us'):.1f} | - |")
     print(f"| Redis commands per item | {med(single, 'commands'):.1f} | - | - |")
