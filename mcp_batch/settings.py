@@ -20,7 +20,10 @@ class Settings(BaseSettings):
 
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
-        description="URL of the Redis that the API, every worker and `mcp-batch status` share.",
+        description="URL of the Redis that the API, every worker and `mcp-batch status` share: `redis://`, "
+        "`rediss://`, or a Sentinel-managed primary as "
+        "`redis+sentinel://[user:password@]host:port[,host:port...]/<service>[/<db>]` (the sentinels; the password "
+        "is the primary's).",
     )
     servers: Path = Field(
         Path("servers.json"),

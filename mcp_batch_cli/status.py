@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from mcp_batch.backends.servers_file import Registry, load_servers
@@ -27,7 +26,7 @@ from mcp_batch.keys import Keys
 from mcp_batch.ops import durability
 from mcp_batch.ops.durability import Durability
 from mcp_batch.settings import Settings
-from mcp_batch.store import connection, overview
+from mcp_batch.store import connection, overview, sentinel
 from mcp_batch.store.overview import BackendState, Overview
 from mcp_batch_cli.discovery import running_dev, state_file
 
@@ -94,14 +93,16 @@ async def gather(settings: Settings, source: str = "MCP_BATCH_REDIS_URL") -> Sta
     except ConfigError as exc:  # the rest is still worth showing
         servers_error = str(exc)
     where = redacted(settings.redis_url)
-    redis = Redis.from_url(settings.redis_url, socket_timeout=_TIMEOUT_SECONDS, socket_connect_timeout=_TIMEOUT_SECONDS)
+    redis = sentinel.client(
+        settings.redis_url, socket_timeout=_TIMEOUT_SECONDS, socket_connect_timeout=_TIMEOUT_SECONDS
+    )
     data = redis
     try:
         async with asyncio.timeout(_TIMEOUT_SECONDS):
             data = await connection.data_client(settings, redis)
             keys = Keys(settings.key_prefix)
             state = await overview.read(redis, keys, registry, settings.default_timeout_seconds, data)
-            persistence = await durability.read(redis)
+            persistence = await durability.read(data, settings)
     except (RedisError, OSError, ConfigError) as exc:  # OSError includes the timeout
         return Status(where, type(exc).__name__, servers_error, None, settings.ready_worker_seconds, source)
     finally:
@@ -163,6 +164,9 @@ def as_text(status: Status) -> str:
                 "writes may repeat after a host crash" if status.durability.writes_may_repeat else "no write repeats"
             )
             lines.append(f"durability {status.durability.mode}: {repeat}")
+            d = status.durability
+            wait = "writes may repeat after a failover" if d.writes_may_repeat_after_failover else "no write repeats"
+            lines.append(f"replicas   {d.replicas} online, claims of writes wait for: {d.replica_wait}: {wait}")
         lines.append(f"backends   {len(o.backends)}")
         lines += _table(
             ["name", "transport", "timeout", "max_concurrency", "rate_limit", "leases", "tools"],

@@ -59,7 +59,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redis = await control_pool(settings)
         data = await data_client(settings, redis)
-        durability.log_at_start(await durability.read(redis), "api")
+        durability.log_at_start(await durability.read(data, settings), "api")
         done = Listener(redis, keys.done_channel)
         await done.start()
         catalog = Catalog(data, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)

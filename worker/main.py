@@ -87,7 +87,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     # Bound in this (the worker's main) task's context, so every job, lane and loop started from here inherits them.
     logs.bind(worker=worker_id)
-    persistence = await durability.read(data)  # where the claims are written
+    persistence = await durability.read(data, settings)  # where the claims are written
     durability.log_at_start(persistence, "worker")
     guard = WriteGuard(persistence.waits_for_disk, settings.replica_wait_count, settings.replica_wait_seconds)
     if guard.disk or guard.waits_for_replicas:  # a write is sent only once its claim is on replicas and disk

@@ -22,16 +22,22 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from mcp_batch.ops import replication
+from mcp_batch.settings import Settings
+
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Durability:
-    """Redis's persistence settings as read (None: Redis refused CONFIG GET), and whether it has WAITAOF."""
+    """Redis's persistence settings as read (None: Redis refused CONFIG GET), whether it has WAITAOF, the replicas
+    online and what a write's claim waits for on them (replication.wait_policy)."""
 
     appendonly: str | None
     appendfsync: str | None
     waitaof: bool
+    replicas: int = 0
+    replica_wait: str = "off"
 
     @property
     def mode(self) -> str:
@@ -52,6 +58,12 @@ class Durability:
         """After a crash of Redis's host, a write's claim may be lost and the write run again."""
         return not (self.appendonly == "yes" and (self.appendfsync == "always" or self.waits_for_disk))
 
+    @property
+    def writes_may_repeat_after_failover(self) -> bool:
+        """A replica promoted in a failover may lack a write's claim, and the write run again: there are replicas and
+        claims do not wait for them."""
+        return self.replicas > 0 and self.replica_wait == "off"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
@@ -59,18 +71,27 @@ class Durability:
             "appendfsync": self.appendfsync,
             "waitaof": self.waitaof,
             "writes_may_repeat_after_host_crash": self.writes_may_repeat,
+            "replicas": self.replicas,
+            "replica_wait": self.replica_wait,
+            "writes_may_repeat_after_failover": self.writes_may_repeat_after_failover,
         }
 
 
-async def read(redis: Redis) -> Durability:
-    """Ask Redis; a Redis that refuses CONFIG (renamed or denied, as managed services do) reads as unknown."""
+async def read(redis: Redis, settings: Settings | None = None) -> Durability:
+    """Ask Redis; a Redis that refuses CONFIG (renamed or denied, as managed services do) reads as unknown. With
+    `settings`, also what a write's claim waits for on the replicas."""
     try:
         config = await redis.config_get("appendonly")
         config |= await redis.config_get("appendfsync")
         appendonly, appendfsync = _text(config.get("appendonly")), _text(config.get("appendfsync"))
     except ResponseError:
         appendonly = appendfsync = None
-    return Durability(appendonly, appendfsync, await _has_waitaof(redis))
+    waitaof = await _has_waitaof(redis)
+    if settings is None:
+        return Durability(appendonly, appendfsync, waitaof)
+    replicas = (await replication.read(redis)).replicas
+    policy = replication.wait_policy(settings.replica_wait_count, settings.replica_wait_seconds)
+    return Durability(appendonly, appendfsync, waitaof, replicas, policy)
 
 
 async def _has_waitaof(redis: Redis) -> bool:
@@ -99,6 +120,17 @@ def log_at_start(durability: Durability, process: str) -> None:
         )
     else:
         logger.info("%s: Redis durability is %s", process, durability.mode)
+    wait = f"wait for {durability.replica_wait} (WAIT)" if durability.replica_wait != "off" else "do not wait"
+    if durability.writes_may_repeat_after_failover:
+        logger.warning(
+            "%s: %d replicas online and claims of writes do not wait for them: a failover may lose claims and run "
+            "non-idempotent calls again; leave MCP_BATCH_REPLICA_WAIT_SECONDS above 0 (see docs/operations.md, Past "
+            "one Redis)",
+            process,
+            durability.replicas,
+        )
+    else:
+        logger.info("%s: %d replicas online; claims of writes %s", process, durability.replicas, wait)
     if not durability.waitaof:
         logger.info(
             "%s: this Redis has no WAITAOF (Redis 7.2+, Valkey): claims of writes are not awaited on disk", process

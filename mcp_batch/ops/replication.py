@@ -63,6 +63,13 @@ async def read(redis: Redis) -> Replication:
     return Replication(str(info.get("role")), len(online))
 
 
+def wait_policy(count: int | None, seconds: float) -> str:
+    """What a write's claim waits for, in words: `off`, `every replica seen` or `N replicas`."""
+    if seconds <= 0 or count == 0:
+        return "off"
+    return "every replica seen" if count is None else f"{count} replicas"
+
+
 class WriteGuard:
     """Waits, before a call that may write, for its claim to reach the replicas and (`disk`) the local disk.
 

@@ -22,6 +22,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from mcp_batch.errors import ConfigError
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
+from mcp_batch.store import sentinel
 
 CLUSTER_SCHEME = "redis+cluster"
 CONTROL_SETTING = "MCP_BATCH_REDIS_URL"
@@ -75,8 +76,17 @@ async def _cluster(url: str, settings: Settings, setting: str) -> Redis:
     return cast(Redis, client)
 
 
-# How each scheme is opened; a new kind of deployment (Sentinel) adds its scheme here.
-BUILDERS: dict[str, Builder] = {"redis": _standalone, "rediss": _standalone, "unix": _standalone}
+async def _sentinel(url: str, settings: Settings, setting: str) -> Redis:
+    return sentinel.client(url, setting)
+
+
+# How each scheme is opened; a new kind of deployment adds its scheme here.
+BUILDERS: dict[str, Builder] = {
+    "redis": _standalone,
+    "rediss": _standalone,
+    "unix": _standalone,
+    sentinel.SCHEME: _sentinel,
+}
 
 
 async def connect(url: str, settings: Settings, setting: str = DATA_SETTING) -> Redis:
@@ -86,7 +96,8 @@ async def connect(url: str, settings: Settings, setting: str = DATA_SETTING) -> 
         return await _cluster(url, settings, setting)
     builder = BUILDERS.get(scheme)
     if builder is None:
-        raise ConfigError(f"{setting} has an unknown scheme (redis://, rediss://, {CLUSTER_SCHEME}://)")
+        known = ", ".join(f"{name}://" for name in [*BUILDERS, CLUSTER_SCHEME])
+        raise ConfigError(f"{setting} has an unknown scheme ({known})")
     return await builder(url, settings, setting)
 
 
@@ -97,7 +108,7 @@ def control_settings(settings: Settings) -> RedisSettings:
             f"{CONTROL_SETTING} cannot be a Redis Cluster (arq's queue and pub/sub need one Redis); "
             f"give the cluster as {DATA_SETTING}"
         )
-    return RedisSettings.from_dsn(settings.redis_url)
+    return sentinel.arq_settings(settings.redis_url, CONTROL_SETTING)
 
 
 async def check_control(pool: Redis) -> None:

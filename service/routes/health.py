@@ -34,14 +34,16 @@ async def healthz(services: ServicesDep) -> JSONResponse:
     summary="Redis answers and a worker is alive",
     description="200 `{status: ready, redis: true, workers: N, durability}` when Redis answers and N ≥ 1 workers sent "
     "a heartbeat within MCP_BATCH_READY_WORKER_SECONDS (30); 503 with `reason` otherwise. `durability`: Redis's "
-    "persistence (`mode`, `appendonly`, `appendfsync`, `waitaof`) and `writes_may_repeat_after_host_crash`.",
+    "persistence (`mode`, `appendonly`, `appendfsync`, `waitaof`) and `writes_may_repeat_after_host_crash`; the "
+    "`replicas` online, what a write's claim waits for on them (`replica_wait`: `off`, `every replica seen`, `N "
+    "replicas`) and `writes_may_repeat_after_failover`.",
 )
 async def readyz(services: ServicesDep) -> JSONResponse:
     within = services.settings.ready_worker_seconds
     try:
         async with asyncio.timeout(_PING_SECONDS):
             beats = await overview.workers(services.redis, services.keys)
-        persistence = await durability.read(services.redis)
+        persistence = await durability.read(services.redis, services.settings)
     except (RedisError, OSError):
         return _unready(False, 0, "Redis does not answer")
     alive = [beat for beat in beats if beat.seconds_ago <= within]

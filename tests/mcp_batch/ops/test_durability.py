@@ -96,11 +96,11 @@ async def test_a_worker_says_once_at_start_that_writes_may_repeat_and_that_waita
     caplog.set_level(logging.INFO, logger=durability.__name__)
     async with running_worker(settings.model_copy(update={"redis_url": redises["everysec"]})) as worker:
         assert not worker.ctx["state"].pool.write_wait.guard.disk  # no WAITAOF on this server: no wait for the disk
-    [warning, waitaof] = warnings_of(caplog, "worker")
+    [warning, replicas, waitaof] = warnings_of(caplog, "worker")
     assert "appendfsync everysec" in warning and "non-idempotent calls run again" in warning
     assert "appendfsync always" in warning and "docs/operations.md, Redis durability" in warning
-    assert "has no WAITAOF" in waitaof
-    assert [r.levelname for r in caplog.records if r.name == durability.__name__] == ["WARNING", "INFO"]
+    assert "has no WAITAOF" in waitaof and "0 replicas online; claims of writes wait for every replica seen" in replicas
+    assert [r.levelname for r in caplog.records if r.name == durability.__name__] == ["WARNING", "INFO", "INFO"]
 
 
 async def test_no_warning_with_appendfsync_always(
@@ -126,6 +126,9 @@ async def test_the_api_warns_at_start_and_readyz_shows_the_mode(
         "appendfsync": "everysec",
         "waitaof": False,
         "writes_may_repeat_after_host_crash": True,
+        "replicas": 0,
+        "replica_wait": "every replica seen",
+        "writes_may_repeat_after_failover": False,  # no replica to fail over to
     }
 
 

@@ -12,9 +12,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.errors import ReplicaWaitFailed
-from mcp_batch.ops import replication
+from mcp_batch.ops import durability, replication
 from mcp_batch.ops.replication import WriteGuard
 from mcp_batch.settings import Settings
+from mcp_batch_cli.status import as_text, gather
 from tests.redis_server import RedisServer
 from tests.support import (
     HttpBackendProcess,
@@ -35,10 +36,7 @@ PROBE = "mcpb:durability:probe"
 @pytest.fixture
 async def pair(tmp_path: Path) -> AsyncIterator[tuple[aioredis.Redis, aioredis.Redis]]:
     """A primary and one replica of it (two redis-servers start in a fraction of a second): clients to each."""
-    primary = RedisServer(tmp_path / "primary")
-    await primary.start()
-    replica = RedisServer(tmp_path / "replica", ["--appendonly", "no", "--replicaof", "127.0.0.1", str(primary.port)])
-    await replica.start()
+    primary, replica = await _pair_servers(tmp_path)
     clients = aioredis.Redis.from_url(primary.url), aioredis.Redis.from_url(replica.url)
     try:
         await eventually(lambda: _linked(clients[0]), what="the replica online", timeout=20)
@@ -48,6 +46,14 @@ async def pair(tmp_path: Path) -> AsyncIterator[tuple[aioredis.Redis, aioredis.R
             await client.aclose()
         for server in (replica, primary):
             await server.stop(signal.SIGKILL)
+
+
+async def _pair_servers(tmp_path: Path) -> tuple[RedisServer, RedisServer]:
+    primary = RedisServer(tmp_path / "primary")
+    await primary.start()
+    replica = RedisServer(tmp_path / "replica", ["--appendonly", "no", "--replicaof", "127.0.0.1", str(primary.port)])
+    await replica.start()
+    return primary, replica
 
 
 async def _linked(primary: aioredis.Redis) -> bool:
@@ -115,3 +121,46 @@ async def test_a_write_whose_claim_reached_no_replica_is_not_sent_and_ends_retry
     write = items["write"]
     assert write["status"] == "error" and write["error"]["code"] == "replica_wait_failed"
     assert write["error"]["type"] == "storage" and write["error"]["details"]["replicas_confirmed"] == 0
+
+
+async def test_the_promise_says_whether_a_failover_may_repeat_a_write(
+    pair: tuple[aioredis.Redis, aioredis.Redis], settings: Settings
+) -> None:
+    primary, _ = pair
+    waiting = await durability.read(primary, settings)
+    unguarded = await durability.read(primary, settings.model_copy(update={"replica_wait_seconds": 0}))
+    counted = await durability.read(primary, settings.model_copy(update={"replica_wait_count": 1}))
+    assert (waiting.replicas, waiting.replica_wait, waiting.writes_may_repeat_after_failover) == (
+        1,
+        "every replica seen",
+        False,
+    )
+    assert (unguarded.replica_wait, unguarded.writes_may_repeat_after_failover) == ("off", True)
+    assert counted.as_dict()["replica_wait"] == "1 replicas"
+
+
+async def test_readyz_status_and_the_start_up_log_say_which_promise_holds(
+    tmp_path: Path, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    primary, replica = await _pair_servers(tmp_path)
+    unguarded = settings.model_copy(update={"redis_url": primary.url, "replica_wait_seconds": 0})
+    try:
+        client = aioredis.Redis.from_url(primary.url)
+        await eventually(lambda: _linked(client), what="the replica online", timeout=20)
+        await client.aclose()
+        async with (
+            running_worker(unguarded),
+            running_api(unguarded) as base_url,
+            httpx.AsyncClient(base_url=base_url) as http,
+        ):
+            ready = (await http.get("/readyz")).json()["durability"]
+        text = as_text(await gather(unguarded))
+    finally:
+        await replica.stop(signal.SIGKILL)
+        await primary.stop(signal.SIGKILL)
+    assert (ready["replicas"], ready["replica_wait"], ready["writes_may_repeat_after_failover"]) == (1, "off", True)
+    assert "replicas   1 online, claims of writes wait for: off: writes may repeat after a failover" in text
+    warned = [
+        r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "a failover may lose" in r.getMessage()
+    ]
+    assert sorted(m.split(":")[0] for m in warned) == ["api", "worker"]

@@ -1,0 +1,103 @@
+"""A Sentinel-managed Redis of a test's own: a primary, a replica and three sentinels, real processes on loopback
+ports, of either engine (tests/redis_server.py). The sentinels judge the primary down after `DOWN_AFTER_MS` without
+an answer and promote the replica, so a failover takes a few seconds, not the default half minute."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from mcp_batch_cli.dev import free_port
+from tests.redis_server import Engine, RedisServer, binaries
+from tests.support import eventually
+
+SERVICE = "mcpbatch"
+DOWN_AFTER_MS = 1_000
+FAILOVER_TIMEOUT_MS = 4_000
+
+
+class SentinelProcess:
+    """One sentinel (`<server> sentinel.conf --sentinel`): it rewrites its config file as it learns, so each has its
+    own directory."""
+
+    def __init__(self, directory: Path, engine: Engine, primary_port: int) -> None:
+        directory.mkdir(parents=True)
+        self.directory, self.port, self.executable = directory, free_port(), binaries(engine).server
+        (directory / "sentinel.conf").write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {directory}\nlogfile {directory / 'sentinel.log'}\n"
+            f"sentinel monitor {SERVICE} 127.0.0.1 {primary_port} 2\n"
+            f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
+            f"sentinel parallel-syncs {SERVICE} 1\n"
+        )
+        self._process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            self.executable,
+            str(self.directory / "sentinel.conf"),
+            "--sentinel",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+        )
+
+    async def stop(self) -> None:
+        if self._process is not None and self._process.returncode is None:
+            self._process.send_signal(signal.SIGKILL)
+            await self._process.wait()
+
+
+class SentinelSet:
+    """The primary, its replica and three sentinels; `url` is the service's Sentinel URL."""
+
+    def __init__(self, directory: Path, engine: Engine = "redis") -> None:
+        self.engine = engine
+        self.primary = RedisServer(directory / "primary", engine=engine)
+        replica_of = ["--appendonly", "no", "--replicaof", "127.0.0.1", str(self.primary.port)]
+        self.replica = RedisServer(directory / "replica", replica_of, engine=engine)
+        self.sentinels = [SentinelProcess(directory / f"sentinel{i}", engine, self.primary.port) for i in range(3)]
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+
+    async def start(self) -> None:
+        """Start everything; return once every sentinel sees the primary, its replica online and the other two."""
+        await self.primary.start()
+        await self.replica.start()
+        for sentinel in self.sentinels:
+            await sentinel.start()
+        await eventually(self._settled, what="three sentinels watching a primary with its replica", timeout=30)
+
+    async def _settled(self) -> bool:
+        for sentinel in self.sentinels:
+            client = aioredis.Redis(port=sentinel.port, decode_responses=True)
+            try:
+                master = await client.execute_command("SENTINEL", "MASTER", SERVICE)  # type: ignore[no-untyped-call]
+                fields = dict(zip(master[::2], master[1::2], strict=True)) if isinstance(master, list) else master
+                if int(fields["num-slaves"]) < 1 or int(fields["num-other-sentinels"]) < 2:
+                    return False
+            except (OSError, aioredis.RedisError):
+                return False
+            finally:
+                await client.aclose()
+        return True
+
+    async def primary_port(self) -> int:
+        """The port of the node the sentinels call the primary now."""
+        client = aioredis.Redis(port=self.sentinels[0].port, decode_responses=True)
+        try:
+            _, port = await client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)  # type: ignore[no-untyped-call]
+        finally:
+            await client.aclose()
+        return int(port)
+
+    async def stop(self) -> None:
+        for sentinel in self.sentinels:
+            await sentinel.stop()
+        for server in (self.replica, self.primary):
+            await server.stop(signal.SIGKILL)
