@@ -22,7 +22,8 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from mcp_batch.errors import ConfigError
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
-from mcp_batch.store import sentinel
+from mcp_batch.store.sentinel import SCHEME as SENTINEL_SCHEME
+from mcp_batch.store.sentinel import arq_settings, client
 
 CLUSTER_SCHEME = "redis+cluster"
 CONTROL_SETTING = "MCP_BATCH_REDIS_URL"
@@ -77,7 +78,7 @@ async def _cluster(url: str, settings: Settings, setting: str) -> Redis:
 
 
 async def _sentinel(url: str, settings: Settings, setting: str) -> Redis:
-    return sentinel.client(url, setting)
+    return client(url, setting)
 
 
 # How each scheme is opened; a new kind of deployment adds its scheme here.
@@ -85,7 +86,7 @@ BUILDERS: dict[str, Builder] = {
     "redis": _standalone,
     "rediss": _standalone,
     "unix": _standalone,
-    sentinel.SCHEME: _sentinel,
+    SENTINEL_SCHEME: _sentinel,
 }
 
 
@@ -108,7 +109,7 @@ def control_settings(settings: Settings) -> RedisSettings:
             f"{CONTROL_SETTING} cannot be a Redis Cluster (arq's queue and pub/sub need one Redis); "
             f"give the cluster as {DATA_SETTING}"
         )
-    return sentinel.arq_settings(settings.redis_url, CONTROL_SETTING)
+    return arq_settings(settings.redis_url, CONTROL_SETTING)
 
 
 async def check_control(pool: Redis) -> None:
