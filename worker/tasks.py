@@ -16,7 +16,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from mcp_batch import records, shards
 from mcp_batch.contract import budget
@@ -226,7 +226,7 @@ async def _renew(store: Store, batch_id: str, job: str, every: float, run: _Shar
                 logger.warning("job %s lost its lease (taken over); claiming nothing more", job)
                 run.lost = True
                 return
-        except (RedisError, OSError) as exc:
+        except (RedisError, RedisClusterException, OSError) as exc:
             logger.warning("could not renew the lease of job %s: %s", job, type(exc).__name__)
 
 
