@@ -45,7 +45,7 @@ PROBE = "mcpb:durability:probe"
 
 
 async def servers(base: Path, engine: Engine, options: list[str], replica: bool) -> list[RedisServer]:
-    primary = RedisServer(base / "primary", options, engine=engine)
+    primary = RedisServer(base / "primary", [*options, "--repl-diskless-sync-delay", "0"], engine=engine)
     await primary.start()
     started = [primary]
     if replica:

@@ -15,6 +15,7 @@ MCPBatchError
  │    ├── IdempotencyConflict     the Idempotency-Key was first used with a different request
  │    ├── IdempotencyInProgress   the first request with that key is still storing its batch
  │    ├── BatchAlreadyFinished    the batch has ended, so it cannot be cancelled
+ │    ├── BatchNotEnded           the batch has not ended, so it cannot be deleted (cancel it first)
  │    └── NotRetryable            the batch cannot be retried (the message says why)
  │         ├── BatchNotFinished   it has not finished yet
  │         └── NothingToRetry     every item succeeded
@@ -113,6 +114,18 @@ class BatchAlreadyFinished(Conflict):
 
     def __init__(self, batch_id: str, status: str) -> None:
         super().__init__(f"batch {batch_id!r} has already ended: it is {status}")
+        self.batch_id = batch_id
+        self.status = status
+
+
+class BatchNotEnded(Conflict):
+    """The batch is still `status` (queued, running, cancelling): only an ended batch can be deleted."""
+
+    def __init__(self, batch_id: str, status: str) -> None:
+        super().__init__(
+            f"batch {batch_id!r} is {status}: only an ended batch can be deleted; cancel it first "
+            f"(POST /v1/batches/{batch_id}/cancel) and delete it once it has ended"
+        )
         self.batch_id = batch_id
         self.status = status
 

@@ -18,12 +18,21 @@ LIVE_TTL_SECONDS past the last sign of life: a submit, a finished item, a lease 
     {p}:batch:{id}:orphans    list    `index:flag` of items taken back from a stopped worker, run first
                                       (flag 1: it may have reached its backend; 0: it surely did not)
     {p}:batch:{id}:probe      string  a worker's write before WAIT/WAITAOF on the batch's node; expires in a minute
+    {p}:batch:{id}:questions  hash    item index -> JSON question a backend is waiting on (its input request)
+    {p}:batch:{id}:answers    hash    item index -> JSON answer, until the waiting worker takes it
+                                      (both expire a while after the wait they serve: not in `batch_keys`)
+    {p}:batch:{id}:progress   hash    item index -> JSON latest progress of a running item (its worker deletes
+                                      it when the call ends; expires PROGRESS_TTL_SECONDS after its last write)
     {p}:idem:{sha256}         string  an Idempotency-Key's JSON {batch_id, fingerprint} (named in the batch's meta)
 Per backend, tag = the server's name:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
     {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
     {p}:leases:{server}       zset    concurrency leases, scored by expiry (ms); a dead worker's leases lapse
     {p}:rate:{server}:tenant:{t}  hash  GCRA state of one tenant's share of the backend's rate (keys' rate_share)
+    {p}:priority:{server}:tenant:{t}  hash  one tenant's priorities on the backend: `job:{rank}:{job}` -> until when
+                                      (ms) a shard job of that rank runs; `tat:{rank}`, the GCRA state of a rank's
+                                      minimum share while a higher one runs (backends/priority.py)
+    {p}:latency:{server}:{tool}   list  the latest call latencies (seconds) of one tool, newest first, capped
 Per tenant, tag = the tenant:
     {p}:tenant:{t}:batches    zset    the tenant's batch ids, scored by creation (µs): GET /v1/batches, newest first
     {p}:tenant:{t}:unfinished string  the tenant's items of unfinished batches not yet finished (its key's ceiling)
@@ -31,6 +40,8 @@ Per tenant, tag = the tenant:
     {p}:tenant:{t}:stored_sizes  hash    batch id -> the bytes of its stored calls, until they are released
     {p}:tenant:{t}:stored_until  zset    batch id -> when its bytes are released (ms, the node's clock): when its
                                          keys expire; each submit releases those whose time has come
+    {p}:tenant:{t}:meta:{sha256}  zset    the tenant's batch ids with one metadata pair (the hash of its key and
+                                         value), scored as its batches: a listing filtered by that pair
 Control plane (MCP_BATCH_REDIS_URL: one Redis, standalone or Sentinel; a few commands per shard job, none per item):
     {p}:jobs                  zset    shard job id -> its lease expiry (ms, this Redis's clock): the index the
                                       recovery sweep reads; the batch's `lease:<job>` decides
@@ -58,6 +69,7 @@ from dataclasses import dataclass
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
 LIVE_TTL_SECONDS = 7 * 86_400  # an unfinished batch nobody works on any more is dropped after this
+PROGRESS_TTL_SECONDS = 3_600  # a running item's progress outlives its last write by this much (a dead worker's)
 
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -105,6 +117,15 @@ class Keys:
     def batch_probe(self, batch_id: str) -> str:
         """A worker's write before it waits for replicas or the disk: on the node that holds the batch's slot."""
         return self._tagged("batch", batch_id, ":probe")
+
+    def questions(self, batch_id: str) -> str:
+        return self._tagged("batch", batch_id, ":questions")
+
+    def answers(self, batch_id: str) -> str:
+        return self._tagged("batch", batch_id, ":answers")
+
+    def progress(self, batch_id: str) -> str:
+        return self._tagged("batch", batch_id, ":progress")
 
     def batch_keys(self, batch_id: str) -> list[str]:
         """All keys of one batch, in the order the store's scripts expect them."""
@@ -159,8 +180,20 @@ class Keys:
     def tenant_rate(self, server: str, tenant: str) -> str:
         return self._tagged("rate", server, f":tenant:{tenant}")  # on its backend's slot
 
+    def priority(self, server: str, tenant: str) -> str:
+        return self._tagged("priority", server, f":tenant:{tenant}")  # on its backend's slot
+
+    def latency(self, server: str, tool: str) -> str:
+        return self._tagged("latency", server, f":{tool}")
+
     def tenant_batches(self, tenant: str) -> str:
         return self._tagged("tenant", tenant, ":batches")
+
+    def tenant_metadata(self, tenant: str, key: str, value: str) -> str:
+        """The index of a tenant's batches tagged `key` = `value`, by the pair's hash (the key's length first, so no
+        two pairs hash one text): a caller's strings never become a key name."""
+        digest = hashlib.sha256(f"{len(key)}:{key}{value}".encode()).hexdigest()
+        return self._tagged("tenant", tenant, f":meta:{digest}")
 
     def tenant_unfinished(self, tenant: str) -> str:
         return self._tagged("tenant", tenant, ":unfinished")

@@ -15,6 +15,10 @@ from pydantic import (
     model_serializer,
 )
 
+from mcp_batch.item_progress import ItemProgress
+from mcp_batch.metadata import Metadata, RequestMetadata
+from mcp_batch.questions import InputRequest, QuestionSettings
+
 
 class Mode(StrEnum):
     """How a batch's calls are scheduled."""
@@ -28,6 +32,14 @@ class OnError(StrEnum):
 
     continue_ = "continue"
     stop = "stop"
+
+
+class Priority(StrEnum):
+    """Where a batch's calls stand against its tenant's other batches on a shared backend (docs/api.md)."""
+
+    low = "low"
+    normal = "normal"
+    high = "high"
 
 
 class BatchStatus(StrEnum):
@@ -45,10 +57,11 @@ TERMINAL_BATCH = frozenset({BatchStatus.completed, BatchStatus.cancelled, BatchS
 
 
 class ItemStatus(StrEnum):
-    """Where one call is; every status but `pending` and `running` is final."""
+    """Where one call is; every status but `pending`, `running` and `input_required` is final."""
 
     pending = "pending"
     running = "running"
+    input_required = "input_required"  # running, its backend waiting for the caller's answer (questions.py)
     ok = "ok"
     error = "error"
     unknown_server = "unknown_server"
@@ -64,7 +77,7 @@ class ItemStatus(StrEnum):
     interrupted = "interrupted"
 
 
-TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running})
+TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running, ItemStatus.input_required})
 # Terminal statuses that count as failures (and trigger on_error=stop); an item the caller ended is not one.
 FAILED_ITEM = frozenset(TERMINAL_ITEM - {ItemStatus.ok, ItemStatus.skipped, ItemStatus.cancelled, ItemStatus.expired})
 # An id's characters, as contract/validation.py checks them (stated here for the OpenAPI document): no '.' (references
@@ -81,6 +94,10 @@ _DEFAULT_CEILINGS = {
     "retention_ceiling_seconds": 7 * 86_400,
     "max_call_timeout_seconds": 3_600.0,
 }
+PRIORITY_DOC = (
+    "`high`: the batch's calls go ahead of its tenant's `normal` and `low` ones on each shared backend, which keep "
+    "a minimum share of its rate; `low` yields to both. Other tenants' shares are not touched."
+)
 # Largest `offset` of a page of results: beyond any batch, and within the integers Redis takes for a list index.
 MAX_OFFSET = 2**31 - 1
 # Longest `deadline_seconds`: a year (a larger float would overflow the deadline's timestamp).
@@ -138,6 +155,7 @@ class BatchRequest(BaseModel):
     read_only: StrictBool = Field(
         True, description="Run only tools annotated readOnlyHint (or listed read-only); others are `blocked`."
     )
+    priority: Priority = Field(Priority.normal, description=PRIORITY_DOC)
     response_max_bytes: int | None = Field(
         None,
         ge=1024,
@@ -157,12 +175,14 @@ class BatchRequest(BaseModel):
         description="How long the finished batch is kept (then GET is 404); default from settings.",
         json_schema_extra={"maximum": _DEFAULT_CEILINGS["retention_ceiling_seconds"]},
     )
+    questions: QuestionSettings | None = Field(None, description="What a backend's question does (questions.py).")
     webhook_url: str | None = Field(
         None,
         description="POSTed once with a summary when the batch ends, signed in `X-MCP-Batch-Signature` "
         "(`sha256=` and the hex HMAC-SHA256 of the body). At most 2,000 characters, https:// (http:// only where the "
         "service's allow-list says so), under a prefix of the allow-list (MCP_BATCH_WEBHOOK_ALLOW). Never shown back.",
     )
+    metadata: RequestMetadata = None
 
 
 class WebhookStatus(StrEnum):
@@ -204,6 +224,7 @@ class ItemResult(BaseModel):
     )
     is_error: bool | None = Field(None, description="The tool's own isError flag, when the tool answered.")
     error: ItemError | None = None
+    input_request: InputRequest | None = Field(None, description="The backend's question, while `input_required`.")
     started_at: str | None = Field(None, description="When a worker took the item (ISO 8601, UTC).")
     finished_at: str | None = Field(None, description="When the item's result was made (ISO 8601, UTC).")
     queued_seconds: float | None = Field(None, description="From the batch's submit to a worker taking the item.")
@@ -212,9 +233,7 @@ class ItemResult(BaseModel):
         description="Time the item waited for its backend's session to open (a stdio server starting, an HTTP "
         "handshake and tools/list); left out when a session was open.",
     )
-    rate_wait_seconds: float | None = Field(
-        None, description="Time spent waiting for the backend's concurrency lease and rate-limit slot."
-    )
+    rate_wait_seconds: float | None = Field(None, description="Time waiting for the backend's lease and rate slot.")
     elapsed_seconds: float | None = Field(
         None, description="The backend call itself, from send to answer (of the last attempt, when it was retried)."
     )
@@ -248,6 +267,7 @@ class ItemResult(BaseModel):
         "the last of them cut). Unlike `truncated`, nothing more can be fetched.",
     )
     stored_truncated_bytes: int = Field(0, description="Bytes of the result record that were not stored.")
+    progress: ItemProgress | None = Field(None, description="While it runs: what its backend last reported.")
 
     # No return annotation: pydantic would take it for the serialized schema, and the schema stays the model's own
     # (every field that may be left out has a default, so none of them is required).
@@ -261,24 +281,6 @@ class ItemPage(ItemResult):
     """One item, whole, or one page of its content when it is larger than a response (`next_cursor` for the rest)."""
 
 
-class DryRunItem(BaseModel):
-    """What would become of one call."""
-
-    index: int
-    id: str
-    server: str
-    tool: str
-    status: ItemStatus = Field(description="`pending` (it would be dispatched) or the status it would end with.")
-    error: ItemError | None = None
-
-
-class DryRun(BaseModel):
-    """Answer of `POST /v1/batches:validate`: nothing was stored or queued."""
-
-    valid: bool = Field(description="True when every call would be dispatched.")
-    results: list[DryRunItem]
-
-
 class Counts(BaseModel):
     """How many items are in each state."""
 
@@ -288,6 +290,7 @@ class Counts(BaseModel):
     pending: int
     running: int
     skipped: int
+    input_required: int = Field(0, description="Running items waiting for the caller's answer (not in `running`).")
     cancelled: int = 0
     expired: int = 0
 
@@ -309,6 +312,7 @@ class BatchDocument(BaseModel):
     on_error: OnError
     max_concurrency: int
     read_only: bool = True
+    priority: Priority = Priority.normal
     counts: Counts
     failed_ids: list[str] = Field(description="Ids of failed items, in index order.")
     failed_indexes: list[int] = Field(description="Indexes of failed items, in order.")
@@ -341,6 +345,7 @@ class BatchDocument(BaseModel):
     webhook: WebhookState | None = Field(
         None, description="The completion webhook's delivery, when the batch asked for one; else null."
     )
+    metadata: Metadata = {}
 
 
 class BatchSummary(BaseModel):
@@ -353,6 +358,8 @@ class BatchSummary(BaseModel):
     created_at: str
     finished_at: str | None = None
     retry_of: str | None = None
+    metadata: Metadata = {}
+    priority: Priority = Priority.normal
 
 
 class BatchList(BaseModel):
@@ -360,33 +367,6 @@ class BatchList(BaseModel):
 
     batches: list[BatchSummary]
     next_cursor: str | None = Field(None, description="Pass as ?cursor= for the next (older) page.")
-
-
-class ToolInfo(BaseModel):
-    """A backend tool as its tools/list describes it."""
-
-    name: str
-    title: str | None = None
-    description: str | None = None
-    input_schema: dict[str, Any] = Field(default_factory=dict)
-    output_schema: dict[str, Any] | None = Field(None, description="The structured result's schema, when declared.")
-    annotations: dict[str, Any] | None = None
-
-
-class ServerInfo(BaseModel):
-    """A configured backend, without its headers or environment."""
-
-    name: str
-    transport: str = Field(description="`stdio` or `http` (streamable HTTP).")
-    timeout_seconds: float
-    max_concurrency: int | None
-    rate_limit: dict[str, float] | None
-    in_flight: int | None = Field(None, description="Calls in flight now, all workers (when max_concurrency is set).")
-    rate_tokens_available: float | None = Field(
-        None, description="Calls that could start now without waiting (when a rate limit is set)."
-    )
-    tools: list[ToolInfo] | None = Field(description="Cached tools/list; null when the backend could not be reached.")
-    tools_error: str | None = Field(None, description="Why the tools could not be listed.")
 
 
 class ErrorDetail(BaseModel):

@@ -261,6 +261,13 @@ class Settings(BaseSettings):
         description="Backoff after a webhook's first failed delivery; it doubles each attempt, up to 5 min, with "
         "jitter.",
     )
+    progress_writes_per_second: float = Field(
+        2.0,
+        gt=0,
+        le=50,
+        description="Most writes of one running item's progress (its backend's notifications/progress) per second; "
+        "the latest report is kept, those in between are dropped.",
+    )
 
     @field_validator("webhook_allow")
     @classmethod
@@ -341,6 +348,21 @@ class Settings(BaseSettings):
         description="When a worker starts, open a session to every configured backend in the background (never "
         "delaying start-up), so the first batch does not wait for a stdio server to start; a backend that cannot be "
         "reached is logged and opened again by its first call.",
+    )
+
+    # A backend's questions during a call (elicitation, sampling): the item's input request.
+    input_wait_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description="How long a call whose backend asks a question is held open for the caller's answer, for a batch "
+        "with `questions.policy: ask` that sets no `wait_seconds`; then the backend is answered `cancel`.",
+    )
+    input_request_max_bytes: int = Field(
+        65_536,
+        ge=1_024,
+        description="Largest question stored as an item's input request (its params as JSON); a larger one is "
+        "declined at once.",
     )
 
 

@@ -1,4 +1,4 @@
-"""The client commands: submit, get, item, results, list, cancel, retry, validate, watch. They talk to a running
+"""The client commands: submit, get, item, results, list, cancel, delete, retry, validate, watch. They talk to a running
 server over HTTP through mcp_batch.client, found by --server-url, $MCP_BATCH_SERVER_URL or a running `mcp-batch dev`.
 
 Exit codes: 0 done (every item ok, where the command waits for the end); 1 the command failed (no server, no such
@@ -58,6 +58,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "retention_seconds": args.retention_seconds,
         "webhook_url": args.webhook_url,
         "read_only": False if args.write else None,
+        "metadata": dict(args.meta) if args.meta else None,
+        "priority": args.priority,
     }
     return {name: value for name, value in options.items() if value is not None}
 
@@ -128,17 +130,19 @@ def _results(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     with connected(args) as client:
-        page = client.list(status=args.status, limit=args.limit, cursor=args.cursor)
+        where = {"metadata": dict(args.meta or []), "created_after": args.after, "created_before": args.before}
+        page = client.list(status=args.status, limit=args.limit, cursor=args.cursor, **where)
         batches = list(page.batches)
         while args.all and page.next_cursor:
-            page = client.list(status=args.status, limit=args.limit, cursor=page.next_cursor)
+            page = client.list(status=args.status, limit=args.limit, cursor=page.next_cursor, **where)
             batches += page.batches
     if args.json:
         print_json({"batches": [b.model_dump(mode="json") for b in batches], "next_cursor": page.next_cursor})
         return 0
     out = terminal.console()
     if not batches:
-        out.print("no batches" + (" in these statuses" if args.status else ""))
+        filtered = args.meta or args.after or args.before
+        out.print("no batches" + (" that match" if filtered else " in these statuses" if args.status else ""))
     else:
         terminal.print_table(out, terminal.batches_table(batches))
     if page.next_cursor:
@@ -162,6 +166,19 @@ def _cancel(args: argparse.Namespace) -> int:
         )
     else:
         print(f"batch {document.id} {document.status.value}")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    with connected(args, args.id) as client:
+        try:
+            client.delete(args.id)
+        except Conflict as exc:
+            raise CommandError(
+                f"batch {args.id!r} is {exc.batch_status}: only an ended batch can be deleted; cancel it first "
+                f"(mcp-batch cancel {args.id})"
+            ) from None
+    print(f"batch {args.id} deleted")
     return 0
 
 
@@ -200,6 +217,8 @@ def _validate(args: argparse.Namespace) -> int:
         out = terminal.console()
         out.print(f"{len(refused)} of {len(dry_run.results)} calls would not be dispatched:")
         terminal.print_table(out, terminal.dry_run_table(dry_run))
+    if not args.json and dry_run.estimate is not None:
+        print(terminal.estimate_line(dry_run.estimate))
     return 0 if dry_run.valid else 3
 
 
@@ -215,6 +234,14 @@ def _statuses(value: str) -> str:
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"not an item status: {', '.join(unknown) or value!r}")
     return ",".join(names)
+
+
+def _meta_pair(value: str) -> tuple[str, str]:
+    """`--meta job=nightly`: a metadata key and its value (the first `=` divides them)."""
+    key, equals, pair = value.partition("=")
+    if not equals or not key:
+        raise argparse.ArgumentTypeError("expected KEY=VALUE, e.g. job=nightly")
+    return key, pair
 
 
 def _batch_statuses(value: str) -> list[str]:

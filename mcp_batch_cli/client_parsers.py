@@ -49,7 +49,8 @@ def command(
     return parser
 
 
-def _server(parser: argparse.ArgumentParser, as_json: str | None = None) -> None:
+def server_options(parser: argparse.ArgumentParser, as_json: str | None = None) -> None:
+    """--server-url and --api-key, and --json with its help when given."""
     parser.add_argument("--server-url", metavar="URL", help=URL_HELP)
     parser.add_argument("--api-key", metavar="KEY", help=KEY_HELP)
     if as_json:
@@ -68,6 +69,11 @@ def _batch_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--write", action="store_true", help="run write tools too: read_only false (default: read-only)")
     group.add_argument(
+        "--priority",
+        choices=["low", "normal", "high"],
+        help="against the tenant's other batches on a shared backend (default: normal)",
+    )
+    group.add_argument(
         "--response-max-bytes", type=int, metavar="N", help=f"byte budget of a document's results (default: {budget})"
     )
     group.add_argument(
@@ -80,6 +86,13 @@ def _batch_options(parser: argparse.ArgumentParser) -> None:
         help=f"keep the finished batch S seconds (default: the server's, {_DEFAULTS['retention_seconds']})",
     )
     group.add_argument("--webhook-url", metavar="URL", help="POSTed a signed summary when the batch ends (none)")
+    group.add_argument(
+        "--meta",
+        type=run._meta_pair,
+        action="append",
+        metavar="KEY=VALUE",
+        help="a metadata pair to find the batch by later (repeat it; they replace a JSON file's metadata)",
+    )
 
 
 def _follow_options(parser: argparse.ArgumentParser) -> None:
@@ -103,7 +116,7 @@ def add_client_commands(sub: Any) -> None:
     submit.add_argument("file", metavar="FILE", help="a .json batch, a .jsonl file of calls, or - for JSON on stdin")
     _follow_options(submit)
     _batch_options(submit)
-    _server(submit, "without --wait: print the queued document as JSON instead of the id and URL")
+    server_options(submit, "without --wait: print the queued document as JSON instead of the id and URL")
     submit.set_defaults(run=run._submit)
 
     get = command(sub, "get", "print a batch document as JSON", "One page of results, fitted to its byte budget.")
@@ -111,7 +124,7 @@ def add_client_commands(sub: Any) -> None:
     get.add_argument(
         "--wait", type=float, default=0, metavar="S", help="wait up to S seconds for the batch to end (default: 0)"
     )
-    _server(get)
+    server_options(get)
     get.set_defaults(run=run._get)
 
     item = command(
@@ -119,7 +132,7 @@ def add_client_commands(sub: Any) -> None:
     )
     item.add_argument("id", help="the batch id")
     item.add_argument("item_id", metavar="ITEM_ID", help="the call's id (or its index, when it gave none)")
-    _server(item, "print the item as JSON (default: its status, error and text content)")
+    server_options(item, "print the item as JSON (default: its status, error and text content)")
     item.set_defaults(run=run._item)
 
     results = command(sub, "results", "stream a batch's finished items as JSON Lines, in finish order")
@@ -129,7 +142,7 @@ def add_client_commands(sub: Any) -> None:
     )
     results.add_argument("--after", type=int, metavar="N", help="only items finished after the one with seq N (0)")
     results.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
-    _server(results)
+    server_options(results)
     results.set_defaults(run=run._results)
 
     listing = command(sub, "list", "list your batches, newest first")
@@ -139,22 +152,43 @@ def add_client_commands(sub: Any) -> None:
     listing.add_argument("--limit", type=int, default=20, metavar="N", help="batches per page (default: 20)")
     listing.add_argument("--cursor", metavar="C", help="the page after this cursor (printed under the last page)")
     listing.add_argument("--all", action="store_true", help="every page, not only the first (default: no)")
-    _server(listing, "print the list as JSON (default: a table)")
+    listing.add_argument(
+        "--meta",
+        type=run._meta_pair,
+        action="append",
+        metavar="KEY=VALUE",
+        help="only batches with this metadata pair (repeat it: every pair must match)",
+    )
+    moment = "an RFC 3339 date-time with its offset (2026-12-01T08:00:00Z) or epoch seconds"
+    listing.add_argument("--after", metavar="TIME", help=f"only batches created after TIME: {moment}")
+    listing.add_argument("--before", metavar="TIME", help=f"only batches created before TIME: {moment}")
+    server_options(listing, "print the list as JSON (default: a table)")
     listing.set_defaults(run=run._list)
 
     cancel = command(
         sub, "cancel", "cancel a batch", "Nothing new starts; calls in flight finish or are cut after the grace period."
     )
     cancel.add_argument("id", help="the batch id")
-    _server(cancel, "print the document as JSON (default: one line)")
+    server_options(cancel, "print the document as JSON (default: one line)")
     cancel.set_defaults(run=run._cancel)
+
+    delete = command(
+        sub,
+        "delete",
+        "delete an ended batch, whole",
+        "Its calls, results and Idempotency-Key go; a webhook not yet delivered is dropped. A running batch is "
+        "refused: cancel it first.",
+    )
+    delete.add_argument("id", help="the batch id")
+    server_options(delete)
+    delete.set_defaults(run=run._delete)
 
     retry = command(
         sub, "retry", "submit a new batch of a finished batch's items that did not succeed", "It links back: retry_of."
     )
     retry.add_argument("id", help="the finished batch's id")
     _follow_options(retry)
-    _server(retry, "print the new batch's document as JSON (default: its id and URL)")
+    server_options(retry, "print the new batch's document as JSON (default: its id and URL)")
     retry.set_defaults(run=run._retry)
 
     validate = command(
@@ -165,7 +199,7 @@ def add_client_commands(sub: Any) -> None:
     )
     validate.add_argument("file", metavar="FILE", help="a .json batch, a .jsonl file of calls, or - for stdin")
     _batch_options(validate)
-    _server(validate, "print the dry run as JSON (default: a table of the calls that would not run)")
+    server_options(validate, "print the dry run as JSON (default: a table of the calls that would not run)")
     validate.set_defaults(run=run._validate)
 
     watch = command(
@@ -177,5 +211,5 @@ def add_client_commands(sub: Any) -> None:
     watch.add_argument("id", help="the batch id")
     watch.add_argument("--after", type=int, metavar="N", help="start after the item with seq N (default: 0, all)")
     watch.add_argument("--failures", action="store_true", help="show only the items that did not succeed")
-    _server(watch, "print each event as a JSON line (event, id, data)")
+    server_options(watch, "print each event as a JSON line (event, id, data)")
     watch.set_defaults(run=run._watch)

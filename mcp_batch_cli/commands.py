@@ -21,6 +21,7 @@ from mcp_batch.tenants import KeyEntry, new_key
 from mcp_batch_cli.client_parsers import HelpFormatter, add_client_commands, command
 from mcp_batch_cli.command_errors import CommandError
 from mcp_batch_cli.plain_text import printable
+from mcp_batch_cli.questions import add_question_commands
 
 _GRACEFUL_SHUTDOWN_SECONDS = 30
 RUNS_UNTIL_STOPPED = (
@@ -183,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_process_commands(sub)
     add_client_commands(sub)
+    add_question_commands(sub)
     return parser
 
 

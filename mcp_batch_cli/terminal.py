@@ -15,7 +15,8 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 from rich.text import Text
 
-from mcp_batch.models import BatchDocument, BatchSummary, Counts, DryRun, ItemResult, ItemStatus
+from mcp_batch.dry_runs import DryRun, Estimate
+from mcp_batch.models import BatchDocument, BatchSummary, Counts, ItemResult, ItemStatus
 from mcp_batch_cli.plain_text import one_line, printable, safe_json
 
 _STYLES = {ItemStatus.ok: "green", ItemStatus.skipped: "yellow", ItemStatus.cancelled: "yellow"}
@@ -164,3 +165,16 @@ def item_view(item: ItemResult) -> list[Text]:
     if item.structured_content is not None and not item.content:
         lines.append(Text(safe_json(json.dumps(item.structured_content, indent=2, ensure_ascii=False))))
     return lines
+
+
+def estimate_line(estimate: Estimate) -> str:
+    """The dry run's estimate in one line: the time, what bounds it, and what is not known."""
+    if estimate.seconds is None or estimate.bound is None:
+        return "estimate: unknown (no limit applies and no call latency is known yet)"
+    bound = estimate.bound
+    where = f" of {bound.server}" if bound.server else ""
+    line = f"estimate: {estimate.seconds:g} s, bound by the {bound.kind.value.replace('_', ' ')}{where}"
+    line += f" ({bound.explanation})"
+    if not estimate.complete:
+        line += f"; at least: no latency known yet for {', '.join(estimate.unknown_latency)}"
+    return line

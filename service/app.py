@@ -34,7 +34,7 @@ from service.host_guard import HostGuard
 from service.http_errors import install_error_handlers
 from service.key_before_body import KeyFirst
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
-from service.routes import batches, dashboard, health, servers
+from service.routes import batches, dashboard, health, questions, servers
 from service.routes import scrape as metrics_routes
 from service.routes import stream as events
 
@@ -105,6 +105,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     routers = [
         batches.router,
+        questions.router,
         events.router,
         servers.router,
         gumloop.router,

@@ -25,6 +25,7 @@ from starlette.types import Scope
 from mcp_batch.errors import (
     Backpressure,
     BatchAlreadyFinished,
+    BatchNotEnded,
     BatchNotFound,
     Conflict,
     Forbidden,
@@ -99,6 +100,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(BatchAlreadyFinished)
     async def already_finished(_: Request, exc: BatchAlreadyFinished) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "status": exc.status}, status_code=409)
+
+    @app.exception_handler(BatchNotEnded)
+    async def not_ended(_: Request, exc: BatchNotEnded) -> JSONResponse:
+        cancel = f"/v1/batches/{exc.batch_id}/cancel"
+        return JSONResponse({"detail": str(exc), "status": exc.status, "cancel": cancel}, status_code=409)
 
     @app.exception_handler(Backpressure)
     async def backpressure(_: Request, exc: Backpressure) -> JSONResponse:

@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
+from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -228,6 +230,19 @@ async def hang(block: bool = False) -> str:
             time.sleep(3600)  # noqa: ASYNC251 - freezing the event loop is the point
     await asyncio.Event().wait()
     return "unreachable"
+
+
+@server.tool(annotations=READ)
+def ask_round(ctx: Context, message: str = "Go on?") -> str | InputRequiredResult:
+    """Ask the caller by an `input_required` result (2026-07-28), then say what they answered."""
+    answer = (ctx.input_responses or {}).get("go")
+    if answer is None:
+        schema = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
+        form = ElicitRequestFormParams(message=message, requested_schema=schema)
+        return InputRequiredResult(input_requests={"go": ElicitRequest(params=form)})
+    if not isinstance(answer, ElicitResult):
+        return "answered with something else"
+    return f"answered {answer.action}: {json.dumps(answer.content)}"
 
 
 def main(argv: list[str] | None = None) -> None:

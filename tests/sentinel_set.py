@@ -10,13 +10,20 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
+from mcp_batch.ops import replication
 from mcp_batch_cli.dev import free_port
 from tests.redis_server import Engine, RedisServer, binaries
 from tests.support import eventually
 
 SERVICE = "mcpbatch"
+# A replica's first sync starts at once (by default a diskless sync waits 5 s for more replicas to join)
+QUICK_SYNC = ["--appendonly", "no", "--repl-diskless-sync-delay", "0"]
 DOWN_AFTER_MS = 1_000
 FAILOVER_TIMEOUT_MS = 4_000
+
+
+async def _online(primary: aioredis.Redis) -> bool:
+    return (await replication.read(primary)).replicas == 1
 
 
 class SentinelProcess:
@@ -55,8 +62,8 @@ class SentinelSet:
 
     def __init__(self, directory: Path, engine: Engine = "redis") -> None:
         self.engine = engine
-        self.primary = RedisServer(directory / "primary", engine=engine)
-        replica_of = ["--appendonly", "no", "--replicaof", "127.0.0.1", str(self.primary.port)]
+        self.primary = RedisServer(directory / "primary", QUICK_SYNC, engine=engine)
+        replica_of = [*QUICK_SYNC, "--replicaof", "127.0.0.1", str(self.primary.port)]
         self.replica = RedisServer(directory / "replica", replica_of, engine=engine)
         self.sentinels = [SentinelProcess(directory / f"sentinel{i}", engine, self.primary.port) for i in range(3)]
 
@@ -66,9 +73,15 @@ class SentinelSet:
         return f"redis+sentinel://{hosts}/{SERVICE}/0"
 
     async def start(self) -> None:
-        """Start everything; return once every sentinel sees the primary, its replica online and the other two."""
+        """Start everything; return once the replica is online (synced) and every sentinel sees it and the other
+        two."""
         await self.primary.start()
         await self.replica.start()
+        primary = aioredis.Redis.from_url(self.primary.url)
+        try:
+            await eventually(lambda: _online(primary), what="the replica synced", timeout=30)
+        finally:
+            await primary.aclose()
         for sentinel in self.sentinels:
             await sentinel.start()
         await eventually(self._settled, what="three sentinels watching a primary with its replica", timeout=30)

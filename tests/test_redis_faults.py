@@ -102,6 +102,7 @@ async def test_a_batch_runs_through_a_redis_restart_with_every_result_recorded_o
         "pending": 0,
         "running": 0,
         "skipped": 0,
+        "input_required": 0,
         "cancelled": 0,
         "expired": 0,
     }

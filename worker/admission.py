@@ -14,16 +14,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from mcp_batch.backends.limits import Reservation, share_of
 from mcp_batch.backends.servers_file import Backend, RateLimit
+from mcp_batch.models import Priority
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.outage import REDIS_DOWN, with_redis_retry
 from worker import metrics
+from worker.priority import PriorityTurns
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +47,9 @@ class Leasing(Protocol):
     async def try_acquire(self, server: str, limit: int, lease: str, lease_seconds: float) -> float | None: ...
 
     async def release(self, server: str, lease: str) -> None: ...
+
+
+Turn = Callable[[], Awaitable[float | None]]  # a call's turn (worker/priority.py): how near a slot it may book
 
 
 class LimitWait(Exception):
@@ -72,6 +78,8 @@ class Gate:
         self.outage_seconds = outage_seconds
         self._contenders: dict[str, asyncio.Lock] = {}
         self._paused_until: dict[str, float] = {}  # backends without a rate limit that answered 429 here
+        self.turns: PriorityTurns | None = None  # priority within a tenant's share (None: not applied)
+        self._near: dict[tuple[str, str | None], asyncio.Lock] = {}  # lanes that may book only a near slot
 
     @asynccontextmanager
     async def admit(
@@ -81,11 +89,18 @@ class Gate:
         max_wait: float,
         lease_seconds: float,
         share: tuple[str, float] | None = None,
+        priority: tuple[str, Priority] | None = None,
     ) -> AsyncIterator[Admission]:
         """Hold a lease and a rate slot for one call; LimitWait if either is further away than `max_wait`.
 
-        `share` (tenant, fraction): the call also takes a slot of that tenant's share of the backend's rate."""
+        `share` (tenant, fraction): the call also takes a slot of that tenant's share of the backend's rate;
+        `priority` (tenant, priority): before all that, a call below `high` waits for its turn (worker/priority.py)."""
         start = time.monotonic()
+        turn: Turn | None = None  # the call's turn among its tenant's priorities, and how near a slot it may book
+        if priority is not None and backend.rate_limit and self.turns is not None:
+            limit = backend.rate_limit if share is None else share_of(backend.rate_limit, share[1])
+            turn = partial(self.turns.wait, server, priority[0], priority[1], limit)
+        near = None if turn is None else await turn()
         lease = None
         if backend.max_concurrency:
             lease = await self._lease(server, backend.max_concurrency, lease_seconds, start + max_wait)
@@ -93,12 +108,13 @@ class Gate:
             wait = 0.0
             if backend.rate_limit and share is not None:
                 tenant, fraction = share
-                mine = await self._reserve(server, share_of(backend.rate_limit, fraction), start, max_wait, tenant)
+                part = share_of(backend.rate_limit, fraction)
+                mine = await self._reserve(server, part, start, max_wait, tenant, near, turn)
                 if not mine.granted:
                     raise LimitWait("a slot of the tenant's share of the rate limit", mine.wait)
                 wait = mine.wait
             if backend.rate_limit or self._paused_until.get(server, 0) > time.monotonic():
-                reservation = await self._reserve(server, backend.rate_limit, start, max_wait)
+                reservation = await self._reserve(server, backend.rate_limit, start, max_wait, None, near, turn)
                 if not reservation.granted:
                     raise LimitWait("a rate-limit slot", reservation.wait)
                 wait = max(wait, reservation.wait)
@@ -111,13 +127,36 @@ class Gate:
                 await self._release(server, lease)
 
     async def _reserve(
-        self, server: str, limit: RateLimit | None, start: float, max_wait: float, tenant: str | None = None
+        self,
+        server: str,
+        limit: RateLimit | None,
+        start: float,
+        max_wait: float,
+        tenant: str | None = None,
+        near: float | None = None,
+        turn: Turn | None = None,
     ) -> Reservation:
-        def reserve() -> Awaitable[Reservation]:
-            remaining = max(0.0, max_wait - (time.monotonic() - start))  # time spent in an outage counts
-            return self.rate.reserve(server, limit, remaining, tenant)
+        """Book a rate slot; with `near`, only one at most that far away: a further one is asked for again once it
+        is that near, after the call's `turn` again (so a `low` call never holds a slot a `high` one arriving
+        meanwhile would need, and takes its minimum share once one does)."""
 
-        return await with_redis_retry(reserve, outage=self.outage_seconds)
+        def remaining() -> float:
+            return max(0.0, max_wait - (time.monotonic() - start))  # time spent in an outage counts
+
+        def reserve(near: float | None) -> Awaitable[Reservation]:
+            return self.rate.reserve(server, limit, remaining() if near is None else min(near, remaining()), tenant)
+
+        if near is None:
+            return await with_redis_retry(partial(reserve, None), outage=self.outage_seconds)
+        # One lane per backend in this process waits for a near slot, the others behind it: a lane sleeps until its
+        # slot is near instead of every lane asking over and over.
+        async with self._near.setdefault((server, tenant), asyncio.Lock()):
+            while True:
+                reservation = await with_redis_retry(partial(reserve, near), outage=self.outage_seconds)
+                if reservation.granted or near is None or reservation.wait > remaining():
+                    return reservation
+                await asyncio.sleep(reservation.wait - near)
+                near = None if turn is None else await turn()
 
     async def refused(self, server: str, pause: float) -> None:
         """The backend answered 429: hold every worker's calls to it back for `pause` seconds."""

@@ -15,16 +15,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import SERVER_INFO_META_KEY, CallToolResult
 
 from mcp_batch import records
 from mcp_batch.contract.checks import check_call, check_tool
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated, ReplicaWaitFailed
-from mcp_batch.models import ItemStatus
+from mcp_batch.models import ItemStatus, Priority
 from mcp_batch.records import ErrorInfo, ItemRecord, error_info
 from mcp_batch.store.claims import Claim
 from worker import metrics
 from worker.admission import LimitWait
+from worker.questions import hold_seconds
 from worker.sessions import BackendSession, SessionPool
 
 logger = logging.getLogger(__name__)
@@ -93,12 +95,15 @@ async def run_call(
     dispatched: Callable[[], None] | None = None,
     share: tuple[str, float] | None = None,
     batch_id: str = "",
+    priority: tuple[str, Priority] | None = None,
+    progress: ProgressFnT | None = None,
 ) -> ItemRecord:
     """Run one item and return its result record (`build`: the item's record builder); never raises for a failure
     of the call itself.
 
     `dispatched` is called just before the request is sent (from then on the call may have reached its backend);
-    `share` (tenant, fraction) holds the call to its tenant's share of the backend's rate limit.
+    `share` (tenant, fraction) holds the call to its tenant's share of the backend's rate limit; `priority` (tenant,
+    priority) to its turn among that tenant's calls; `progress` is handed each progress notification of the call.
     A recovered claim (its first worker stopped mid-call) runs again only for a read-only or idempotent tool."""
     call = _Call(claim, build)
     session = await _ready(pool, call, read_only)
@@ -120,7 +125,7 @@ async def run_call(
         except ReplicaWaitFailed as exc:
             details = {"replicas_confirmed": exc.acked, "replicas_wanted": exc.wanted, "wait_seconds": exc.timeout}
             return call.done(ItemStatus.error, error_info("replica_wait_failed", str(exc), "storage", **details))
-    result = await _send(pool, call, session, repeatable, dispatched, share)
+    result = await _send(pool, call, session, repeatable, dispatched, share, priority, progress)
     return _answered(call, result) if isinstance(result, CallToolResult) else result
 
 
@@ -148,22 +153,25 @@ async def _send(
     repeatable: bool,
     dispatched: Callable[[], None] | None,
     share: tuple[str, float] | None,
+    priority: tuple[str, Priority] | None = None,
+    progress: ProgressFnT | None = None,
 ) -> CallToolResult | ItemRecord:
     """The backend's answer, once admitted under its limits (a transient failure of a repeatable call sent again
     after a backoff), or the record of the failure that ended it."""
     claim, attempts = call.claim, 0
     timeout = claim.timeout_seconds or session.call_timeout
+    lease_seconds = timeout + _LEASE_MARGIN + hold_seconds()  # a call held open for an answer keeps its lease
     while True:
         try:
             async with pool.gate.admit(
-                claim.server, session.backend, pool.max_limit_wait, timeout + _LEASE_MARGIN, share
+                claim.server, session.backend, pool.max_limit_wait, lease_seconds, share, priority
             ) as gate:
                 call.waited = round((call.waited or 0.0) + gate.waited, 6)
                 attempts = call.attempts = attempts + 1  # counted when sent: a call the gate turns away never was
                 call.clock = time.monotonic()  # elapsed_seconds is the backend call alone
                 if dispatched is not None:
                     dispatched()
-                return await session.call(claim.tool, claim.arguments, timeout)
+                return await session.call(claim.tool, claim.arguments, timeout, progress)
         except LimitWait as exc:
             details = {"wait_seconds": round(exc.wait, 3), "max_wait_seconds": pool.max_limit_wait}
             return call.done(ItemStatus.error, error_info("rate_limited", str(exc), "rate_limit", **details))

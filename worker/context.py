@@ -13,6 +13,7 @@ from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
+from worker.latency import LatencySampler
 from worker.metrics import WorkerMetrics
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
@@ -38,6 +39,7 @@ class WorkerState:
     draining: asyncio.Event = field(default_factory=asyncio.Event)  # a graceful stop has begun
     loops: list[asyncio.Task[None]] = field(default_factory=list)  # heartbeat, recovery, webhooks
     data: Redis | None = None  # the data plane's client, when it is not `redis` (closed at shut-down)
+    latency: LatencySampler | None = None  # the calls' latencies, for the dry run's estimate
 
 
 def state(ctx: dict[str, Any]) -> WorkerState:

@@ -2,12 +2,18 @@
 carries every record ready and asks for the claims the lanes will need.
 
 Read-ahead: while a batch's calls are fast (under _FAST_CALL on average, where a round trip to Redis is a large part
-of an item), the feeder keeps claims in hand, up to two per lane, so a lane that finishes starts its next call at
+of an item), the feeder keeps claims in hand, up to three per lane, so a lane that finishes starts its next call at
 once, and records are written a lane's worth at a time while calls run. Only for a read-only batch that does not stop
 on error (`reads_ahead`). A claim in hand is held in Redis against the job like a call in flight (if the worker
 dies, a replacement gets it); one that will not run here is given back. Slow calls gain nothing from it and would
 leave other shards idle at the end while this one holds claims, so then a lane asks for its next claim when it needs
-it, as does every lane of other batches. Either way a record counts as finished only once the script has stored it.
+it, as does every lane of other batches. Either way a record counts as finished only once the script has stored it,
+and once the cursor has reached the end (the batch's last items, all of a small batch) a record goes at once.
+
+Each round trip tells the store how many of the job's lanes have a call (readers count those `running`) and which
+claims in hand the job keeps unsent until the next round trip is answered (readers count them `pending`; a take-over
+after a crash sends them on as never dispatched, so only calls that may have reached a backend come back
+`recovered`). A lane may take a claim so declared only once a later round trip has taken the declaration back.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from mcp_batch.store.claims import Claim, Claims
 _LINGER = 0.01  # seconds a finished record may wait for others to share its round trip (read-ahead only)
 _FAST_CALL = 0.05  # seconds: calls faster than this on average are read ahead
 _PACE = 0.2  # weight of the latest call in the running average of call times
+_AHEAD = 3  # claims in hand per lane while reading ahead, of which lanes may take two (see Feeder._keep)
 
 
 def reads_ahead(meta: BatchMeta) -> bool:
@@ -49,7 +56,11 @@ class Feeder:
         self._stored = stored  # told which items are in Redis now
         self._pace: float | None = None  # running average of call seconds; None until the lanes' first calls end
         self._ended = 0
-        self._ready: deque[Claim] = deque()
+        self._ready: deque[Claim] = deque()  # claims a lane may take now
+        self._locked: list[Claim] = []  # claims in hand that the store was told are held unsent: not to be taken
+        self._unlocking: list[Claim] = []  # of those, the ones the round trip in flight frees
+        self._busy = 0  # lanes with a claim: its call running, at the gate or being checked
+        self._marked = False  # the store holds a non-zero busy count or held claims of this job
         self._records: list[tuple[Claim, ItemRecord]] = []
         self._give_back: list[Claim] = []
         self._waiting = 0
@@ -63,6 +74,7 @@ class Feeder:
     def finish(self, claim: Claim, record: ItemRecord) -> None:
         """Hand in a finished item; it is stored with the next round trip (this returns at once)."""
         self._records.append((claim, record))
+        self._busy -= 1
         elapsed = record.get("elapsed_seconds")
         if elapsed is not None:
             self._ended += 1
@@ -78,9 +90,10 @@ class Feeder:
                 return None
             if self._ready:
                 claim = self._ready.popleft()
+                self._busy += 1
                 self._kick()  # top the claims in hand up while this one runs
                 return claim
-            if not self._more:
+            if not self._more and not self._locked:
                 return None
             changed = self._changed
             self._waiting += 1
@@ -93,33 +106,42 @@ class Feeder:
     async def close(self) -> None:
         """Store what is left and give back the claims not run here (once every lane has stopped)."""
         self._more = False
-        self._give_back += self._ready
-        self._ready.clear()
         while self._pump is not None:
             await asyncio.shield(self._pump)
         if self._failure is not None:
             raise self._failure
-        if self._records or self._give_back:
+        self._give_back += [*self._ready, *self._locked]
+        self._ready.clear()
+        self._locked = []
+        self._busy = 0  # a lane whose call was handed back stops without finishing it
+        if self._records or self._give_back or self._marked:
             await self._round(0)
 
     @property
     def _spare(self) -> int:
         """Claims to keep in hand beyond the lanes waiting."""
         fast = self._ended >= self._lanes and self._pace is not None and self._pace < _FAST_CALL
-        return 2 * self._lanes if self._read_ahead and fast else 0
+        return _AHEAD * self._lanes if self._read_ahead and fast else 0
+
+    @property
+    def _keep(self) -> int:
+        """Claims in hand that lanes may take without another round trip (the rest are declared held unsent): two
+        per lane while reading ahead, as many as lanes finish while a round trip tops them up."""
+        return (_AHEAD - 1) * self._lanes if self._spare else self._lanes
 
     def _want(self) -> int:
         if not self._more or self.lost:
             return 0
-        return max(0, self._waiting + self._spare - len(self._ready))
+        return max(0, self._waiting + self._spare - len(self._ready) - len(self._locked))
 
     def _due(self) -> bool:
-        """Whether a round trip should go now: a lane waits, claims run low, or enough records are ready to share
-        one (a record alone waits at most _LINGER for others)."""
-        batch = self._lanes if self._spare else 1
-        if self._waiting or self._give_back or len(self._records) >= batch:
+        """Whether a round trip should go now: more lanes wait than there are claims they may take, those claims run
+        low, or enough records are ready to share one (a record alone waits at most _LINGER for others, and not at
+        all once the cursor is at the end)."""
+        batch = self._lanes if self._spare and self._more else 1
+        if self._waiting > len(self._ready) or self._give_back or len(self._records) >= batch:
             return True
-        return self._want() > 0 and len(self._ready) < batch
+        return self._want() > 0 and len(self._ready) < (self._lanes if self._spare else 1)
 
     def _kick(self) -> None:
         if self._pump is not None or self._failure is not None:
@@ -154,20 +176,42 @@ class Feeder:
             self._timer = None
         records, self._records = self._records, []
         give_back, self._give_back = self._give_back, []
-        step = await self._claims.step(self._batch_id, self._job, records, want, give_back)
+        held = self._declare()
+        free = max(0, self._keep - len(self._ready) - len(self._unlocking))
+        served = min(self._waiting, len(self._ready) + len(self._unlocking))  # lanes woken to a claim in hand
+        lanes = (self._busy + served, self._waiting - served, free)
+        step = await self._claims.step(self._batch_id, self._job, records, want, give_back, lanes, held)
+        self._marked = bool(held) or len(step.claims) > free or self._busy + self._waiting > 0
         if self._stored is not None and records:
             self._stored([claim.index for claim, _ in records])
-        self._ready.extend(step.claims)
+        self._ready.extend(self._unlocking)
+        self._ready.extend(step.claims[:free])
+        self._locked, self._unlocking = [*held, *step.claims[free:]], []
         if step.lost:
             self.lost, self._more = True, False
             self._ready.clear()  # the take-over moved them to the orphans already
+            self._locked = []
         elif not step.more:  # halted or ended: claims in hand are not run
             self._more = False
-            self._give_back += self._ready
+            self._give_back += [*self._ready, *self._locked]
             self._ready.clear()
+            self._locked = []
         elif len(step.claims) < want:  # the cursor is at the end: nothing more for now
             self._more = False
         self._wake()
+
+    def _declare(self) -> list[Claim]:
+        """The claims in hand this round trip declares held unsent: all but `_keep`, which lanes that finish
+        meanwhile take (the new claims it brings fill that up first, and the rest are held too). They are locked
+        at once; those declared last time and not now are freed by the answer."""
+        if not self._locked and len(self._ready) <= self._keep:
+            return []
+        in_hand, free = [*self._ready, *self._locked], len(self._ready)
+        keep = self._keep
+        self._ready = deque(in_hand[: min(keep, free)])
+        self._unlocking = in_hand[free:keep]
+        self._locked = in_hand[min(keep, free) :]
+        return in_hand[keep:]
 
     def _wake(self) -> None:
         self._changed.set()

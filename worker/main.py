@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from mcp_batch import shards
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
+from mcp_batch.backends.priority import Priorities
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.contract.item_cursors import CursorKey
@@ -39,6 +40,8 @@ from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
 from worker.delivery import deliver_forever
+from worker.latency import LatencySampler
+from worker.priority import PriorityTurns
 from worker.recovery import recover_forever
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
@@ -69,6 +72,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     if settings.limiter == "redis":
         limiter, semaphore = RateLimiter(data, keys), LeaseSemaphore(data, keys, control=redis)
         gate = Gate(limiter, semaphore, released, settings.redis_outage_seconds)
+        gate.turns = PriorityTurns(Priorities(data, keys), settings.redis_outage_seconds)  # priority lives in Redis
     else:
         gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released, settings.redis_outage_seconds)
     store = Store.from_settings(data, settings, control=redis)
@@ -97,6 +101,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     pages = CursorPages(store, cursors, settings.response_max_bytes)
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)
     state.data = data
+    state.latency = LatencySampler(store.latencies)
     heartbeat = store.queue.heartbeat(worker_id)
     await heartbeat.beat()  # live (and counted by /readyz) before the first job
     state.loops = [
@@ -132,6 +137,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         # its heartbeat ages out of the set by itself.
         with suppress(RedisError, OSError):
             await found.store.queue.forget(found.worker_id)
+            if found.latency is not None:
+                await found.latency.close()
     finally:
         await found.metrics.close()
         await found.pool.close()

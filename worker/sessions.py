@@ -14,17 +14,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp import Client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, CallToolResult
 
+from mcp_batch.backend_info import ToolInfo
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.connect import HttpOutcome, connect, http_outcome, list_tools
 from mcp_batch.backends.failures import describe
 from mcp_batch.backends.servers_file import Backend, Registry
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
-from mcp_batch.models import ToolInfo
 from worker.admission import Gate
+from worker.backend_logs import BackendLogs
+from worker.questions import Seats, current
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +47,10 @@ class BackendSession:
         self.tools: dict[str, ToolInfo] = {}
         self.listed_at = 0.0  # when `tools` was last listed
         self.suspect = False  # set when a call timed out; the next user pings before trusting the session
+        self.seats = Seats()  # the calls in flight, which a backend's question may be for
         self._closing = asyncio.Event()
         self._owner: asyncio.Task[None] | None = None
+        self.logs = BackendLogs(name)
 
     async def open(self) -> None:
         """Start the owner task and wait until the session is initialized and its tools are listed."""
@@ -65,8 +70,11 @@ class BackendSession:
     async def _own(self, ready: asyncio.Future[None]) -> None:
         outcome = HttpOutcome()
         http_outcome.set(outcome)  # this task's own context: records a 401/403 answered to the handshake
+        current.set(None)  # copied from the item that opened it: a question on this task is no item's by that
         try:
-            async with connect(self.backend, self.call_timeout) as client:
+            async with connect(
+                self.backend, self.call_timeout, self.seats, self.logs.received, self.logs.level
+            ) as client:
                 self.tools = {t.name: t for t in await list_tools(client)}
                 self.client = client
                 self.listed_at = time.monotonic()
@@ -102,16 +110,21 @@ class BackendSession:
     def alive(self) -> bool:
         return self.client is not None and not self._closing.is_set()
 
-    async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> CallToolResult:
-        """Call a tool; BackendTimeout past `timeout`, BackendError when the session broke."""
+    async def call(
+        self, tool: str, arguments: dict[str, Any], timeout: float, progress: ProgressFnT | None = None
+    ) -> CallToolResult:
+        """Call a tool (`progress`: called with each progress notification of this call); BackendTimeout past
+        `timeout`, BackendError when the session broke."""
         client = self.client
         if client is None:  # another call broke it since this one was handed the session
             raise BackendError(f"session to {self.name!r} is closed", transient=True)
         outcome = HttpOutcome()
         token = http_outcome.set(outcome)
+        item = self.logs.sending()
         try:
-            async with asyncio.timeout(timeout):  # no extra task per call, unlike wait_for
-                return await client.call_tool(tool, arguments)
+            async with asyncio.timeout(timeout) as timer:  # no extra task per call, unlike wait_for
+                with self.seats.seat(timer):
+                    return await client.call_tool(tool, arguments, progress_callback=progress)
         except TimeoutError:
             self.suspect = True
             raise BackendTimeout(f"{self.name!r} did not answer {tool!r} within {timeout:g}s") from None
@@ -133,6 +146,7 @@ class BackendSession:
             raise BackendError(f"connection to {self.name!r} failed: {said}", transient=True) from None
         finally:
             http_outcome.reset(token)
+            self.logs.answered(item)
 
     async def ping(self, timeout: float) -> bool:
         client = self.client

@@ -27,12 +27,14 @@ from mcp_batch.records import ItemRecord, error_info
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
 from mcp_batch.store.claims import Claim
-from worker import metrics
+from worker import metrics, priority
 from worker.calls import run_call
 from worker.context import WorkerState
 from worker.context import state as worker_state
 from worker.feeder import Feeder, reads_ahead
 from worker.item_refs import BatchReferences
+from worker.progress import ProgressRelay
+from worker.questions import BatchQuestions, bind, for_batch
 from worker.recovery import requeue
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
@@ -62,6 +64,7 @@ class _Shard:
     grace: float = 0.0  # how long calls in flight may still run once cut
     lost: bool = False  # the lease was taken over: claim nothing more
     lanes: list[_Lane] = field(default_factory=list)
+    questions: BatchQuestions | None = None  # what a backend's question during a call does
     handed_back: list[tuple[int, bool]] = field(default_factory=list)  # (index, dispatched) of calls cut
 
     @property
@@ -117,19 +120,24 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
     store, settings = state.store, state.settings
     job = shards.job_id(batch_id, shard, generation)
     logs.bind(batch_id=batch_id, job=job)
-    if not await store.leases.renew(batch_id, job):
+    # One round trip's wait for the three: a job taken over before it started only leaves its runner noted.
+    renewed, _, meta = await asyncio.gather(
+        store.leases.renew(batch_id, job), store.leases.started(batch_id, job, state.worker_id), _meta(store, batch_id)
+    )
+    if not renewed:
         logger.info("job %s was taken over before it started; nothing to do", job)
         return
-    await store.leases.started(batch_id, job, state.worker_id)
-    try:
-        meta = await store.reads.meta(batch_id)
-    except BatchNotFound:
+    if meta is None:
         logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
         await store.leases.release(batch_id, job)
         return
-    run = _Shard(meta)
+    run = _Shard(meta, questions=await for_batch(store.questions, batch_id, settings))
     renewing = asyncio.create_task(_renew(store, batch_id, job, settings.lease_seconds / 3, run))
     watching = asyncio.create_task(_watch(state, batch_id, run))
+    limited = [s for s in meta.servers if (b := state.pool.registry.get(s)) is not None and b.rate_limit]
+    holding = asyncio.create_task(
+        priority.hold(state.pool.gate.turns, limited, meta.tenant, meta.priority, job, settings.lease_seconds / 3)
+    )
     try:
         lanes = 1 if meta.mode is Mode.serial else shards.lanes(meta.max_concurrency, meta.shards, shard)
         run.lanes = [_Lane() for _ in range(lanes)]
@@ -142,7 +150,7 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
                     lanes_group.create_task(_lane(state, batch_id, run, lane, references, feeder))
         await feeder.close()  # the last records stored, claims held unrun given back
     finally:
-        for task in (renewing, watching):
+        for task in (renewing, watching, holding):
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
@@ -154,17 +162,25 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
     logger.info("batch %s: job %s has no more items to run", batch_id, job)
 
 
+async def _meta(store: Store, batch_id: str) -> BatchMeta | None:
+    try:
+        return await store.reads.meta(batch_id)
+    except BatchNotFound:
+        return None
+
+
 async def _lane(
     state: WorkerState, batch_id: str, run: _Shard, lane: _Lane, references: BatchReferences, feeder: Feeder
 ) -> None:
     pool, worker_id, max_bytes = state.pool, state.worker_id, state.settings.max_result_bytes
-    created_at = run.meta.created_at
+    created_at, progress_rate = run.meta.created_at, state.settings.progress_writes_per_second
     while True:
         claim = await feeder.next(stopping=run.stopping)
         if claim is None:
             return
         lane.claim, lane.dispatched = claim, False
         logs.bind(item_id=claim.id, index=claim.index, server=claim.server)
+        bind(run.questions, claim.index)
         build = records.builder(worker_id, round(time.time() - created_at, 6))
 
         def dispatched(lane: _Lane = lane) -> None:
@@ -172,11 +188,12 @@ async def _lane(
                 raise _NotSent
             lane.dispatched = True
 
+        relay = ProgressRelay(state.store.progress, batch_id, claim.index, claim.id, progress_rate)
         try:
             async with asyncio.timeout_at(run.when(lane)) as timeout:
                 lane.timeout = timeout
                 with tracing.item_span(batch_id, claim) as span:  # current while the SDK sends the call
-                    record = await _run_item(pool, references, claim, build, run.meta, dispatched, state.pages)
+                    record = await _run_item(pool, references, claim, build, run.meta, dispatched, state.pages, relay)
                     tracing.item_finished(span, record)
         except (TimeoutError, _NotSent) as exc:
             if isinstance(exc, TimeoutError) and not timeout.expired():
@@ -187,8 +204,11 @@ async def _lane(
             record = cut
         finally:
             lane.timeout = None
+            await relay.close()
         record = budget.cap_stored(record, max_bytes)  # every record passes here
         metrics.item_finished(claim.server, record["status"])
+        if state.latency is not None:
+            state.latency.note(claim.server, claim.tool, record)
         references.finished(claim.index, record)
         feeder.finish(claim, record)
         lane.claim = None
@@ -202,6 +222,7 @@ async def _run_item(
     meta: BatchMeta,
     dispatched: Callable[[], None],
     pages: CursorPages,
+    progress: ProgressRelay,
 ) -> ItemRecord:
     share = None if meta.rate_share is None else (meta.tenant, meta.rate_share)
     try:
@@ -209,7 +230,10 @@ async def _run_item(
             return await pages.answer(claim, meta.tenant, build)
         prepared = await references.prepare(claim)
         if isinstance(prepared, Claim):
-            return await run_call(pool, prepared, build, meta.read_only, dispatched, share, references.batch_id)
+            rank = (meta.tenant, meta.priority)
+            return await run_call(
+                pool, prepared, build, meta.read_only, dispatched, share, references.batch_id, rank, progress
+            )
         return build(prepared.status, error=prepared.error, attempts=0)  # nothing ran
     except _NotSent:
         raise

@@ -7,10 +7,10 @@ import asyncio
 from pydantic import TypeAdapter
 from redis.asyncio import Redis
 
+from mcp_batch.backend_info import ToolInfo
 from mcp_batch.backends.connect import connect, list_tools
 from mcp_batch.backends.servers_file import Registry
 from mcp_batch.keys import Keys
-from mcp_batch.models import ToolInfo
 
 _TOOLS = TypeAdapter(list[ToolInfo])
 

@@ -9,16 +9,21 @@ import contextvars
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client import Transport
+from mcp.client.session import LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import LoggingLevel
 
+from mcp_batch.backend_info import ToolInfo
+from mcp_batch.backends.asking import Answerers, declining
 from mcp_batch.backends.failures import describe
 from mcp_batch.backends.servers_file import Backend, HttpBackend
 from mcp_batch.backends.stdio_probe import StdioProbe, watching
 from mcp_batch.errors import BackendError, BackendUnauthenticated, MCPBatchError
-from mcp_batch.models import ToolInfo
 
 _MAX_TOOL_PAGES = 100  # a paginator that never ends cannot hang start-up
 _LISTED = {"name", "title", "description", "input_schema", "output_schema"}  # a tool's fields kept, as they are
@@ -51,9 +56,21 @@ async def _record_status(response: httpx2.Response) -> None:
         outcome.retry_after = _retry_after(response.headers.get("retry-after"))
 
 
+def _logging(logs: LoggingFnT | None, level: LoggingLevel | None) -> dict[str, Any]:
+    return {} if logs is None else {"logging_callback": logs, "log_level": level}
+
+
 @asynccontextmanager
-async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
+async def connect(
+    backend: Backend,
+    timeout: float,
+    answerers: Answerers = declining,
+    logs: LoggingFnT | None = None,
+    log_level: LoggingLevel | None = None,
+) -> AsyncIterator[Client]:
     """An initialized Client for `backend`; `timeout` bounds each HTTP request (not stdio, which has no requests).
+    The client declares elicitation and sampling, so a backend lists the tools that ask; `answerers` answer them.
+    `logs` is handed the backend's log notifications (a 2026-07-28 server sends them only when asked, `log_level`).
 
     A failure while opening it or inside the block is a BackendError saying its root cause in words
     (backends/failures.py); refused credentials (HTTP 401/403) are BackendUnauthenticated."""
@@ -73,9 +90,8 @@ async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
                 )
                 http.event_hooks["response"].append(_record_status)
                 await stack.enter_async_context(http)
-                client = await stack.enter_async_context(
-                    Client(streamable_http_client(backend.url, http_client=http), cache=None)
-                )
+                transport = streamable_http_client(backend.url, http_client=http)
+                client = await stack.enter_async_context(_client(transport, answerers, logs, log_level))
             else:
                 params = StdioServerParameters(
                     command=backend.command,
@@ -84,7 +100,7 @@ async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
                     cwd=backend.cwd,
                 )
                 with watching(probe):  # the process starts as the client is entered
-                    client = await stack.enter_async_context(Client(params, cache=None))
+                    client = await stack.enter_async_context(_client(params, answerers, logs, log_level))
             phase = "listing tools"
             yield client
     except MCPBatchError:
@@ -94,6 +110,21 @@ async def connect(backend: Backend, timeout: float) -> AsyncIterator[Client]:
     finally:
         if token is not None:
             http_outcome.reset(token)
+
+
+def _client(
+    server: Transport | StdioServerParameters,
+    answerers: Answerers,
+    logs: LoggingFnT | None,
+    log_level: LoggingLevel | None,
+) -> Client:
+    return Client(
+        server,
+        cache=None,
+        elicitation_callback=answerers.elicit,
+        sampling_callback=answerers.sample,
+        **_logging(logs, log_level),
+    )
 
 
 async def _failure(exc: Exception, backend: Backend, phase: str, status: int | None, probe: StdioProbe) -> BackendError:

@@ -16,8 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from mcp_batch.backend_info import ServerInfo
 from mcp_batch.errors import ConfigError
-from mcp_batch.models import BackendLimits, ServerInfo
+from mcp_batch.models import BackendLimits
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")

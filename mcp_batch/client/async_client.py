@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import builtins
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -16,16 +15,17 @@ import httpx
 import mcp_batch.client.wire as wire
 from mcp_batch.client.errors import Unavailable
 from mcp_batch.client.wire import BatchInput, Event
+from mcp_batch.dry_runs import DryRun
 from mcp_batch.models import (
     TERMINAL_BATCH,
     BatchDocument,
     BatchList,
     BatchStatus,
-    DryRun,
     ItemPage,
     ItemResult,
     ItemStatus,
 )
+from mcp_batch.questions import InputAnswered, PendingQuestions
 
 AsyncProgress = Callable[[BatchDocument], object | Awaitable[object]]
 
@@ -129,6 +129,24 @@ class AsyncClient:
             whole["content"] = (whole.get("content") or []) + (page.content or [])
         return ItemResult.model_validate(whole)
 
+    async def questions(self, batch_id: str) -> PendingQuestions:
+        """The batch's items waiting for an answer to their backend's question (`input_required`)."""
+        response = await self._send("GET", f"{wire.batch_path(batch_id)}/questions")
+        return PendingQuestions.model_validate_json(response.content)
+
+    async def answer(
+        self,
+        batch_id: str,
+        item_id: str,
+        action: str = "accept",
+        content: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> InputAnswered:
+        """Answer the item's question: `accept` with `content`, `decline` or `cancel`; InvalidRequest naming each
+        field that does not fit its schema, Conflict when the item waits for no answer."""
+        path, body = wire.answer_request(batch_id, item_id, action, content, request_id)
+        return InputAnswered.model_validate_json((await self._send("POST", path, json=body)).content)
+
     async def cancel(self, batch_id: str) -> BatchDocument:
         response = await self._send("POST", f"{wire.batch_path(batch_id)}/cancel")
         return BatchDocument.model_validate_json(response.content)
@@ -140,12 +158,20 @@ class AsyncClient:
         return BatchDocument.model_validate_json(response.content)
 
     async def list(
-        self, *, status: Iterable[BatchStatus | str] | None = None, limit: int = 50, cursor: str | None = None
+        self,
+        *,
+        status: Iterable[BatchStatus | str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        created_after: wire.Moment | None = None,
+        created_before: wire.Moment | None = None,
     ) -> BatchList:
-        params: dict[str, Any] = {"limit": limit, "status": builtins.list(status or [])}
-        if cursor:
-            params["cursor"] = cursor
+        params = wire.list_params(status or [], limit, cursor, metadata, created_after, created_before)
         return BatchList.model_validate_json((await self._send("GET", "/v1/batches", params=params)).content)
+
+    async def delete(self, batch_id: str) -> None:
+        await self._send("DELETE", wire.batch_path(batch_id))
 
     async def validate(self, batch: BatchInput, **options: Any) -> DryRun:
         body = wire.batch_body(batch, options)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import builtins
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -15,16 +14,17 @@ import httpx
 import mcp_batch.client.wire as wire
 from mcp_batch.client.errors import Unavailable
 from mcp_batch.client.wire import BatchInput, Event
+from mcp_batch.dry_runs import DryRun
 from mcp_batch.models import (
     TERMINAL_BATCH,
     BatchDocument,
     BatchList,
     BatchStatus,
-    DryRun,
     ItemPage,
     ItemResult,
     ItemStatus,
 )
+from mcp_batch.questions import InputAnswered, PendingQuestions
 
 Progress = Callable[[BatchDocument], object]
 
@@ -144,6 +144,24 @@ class Client:
             whole["content"] = (whole.get("content") or []) + (page.content or [])
         return ItemResult.model_validate(whole)
 
+    def questions(self, batch_id: str) -> PendingQuestions:
+        """The batch's items waiting for an answer to their backend's question (`input_required`)."""
+        response = self._send("GET", f"{wire.batch_path(batch_id)}/questions")
+        return PendingQuestions.model_validate_json(response.content)
+
+    def answer(
+        self,
+        batch_id: str,
+        item_id: str,
+        action: str = "accept",
+        content: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> InputAnswered:
+        """Answer the item's question: `accept` with `content`, `decline` or `cancel`; InvalidRequest naming each
+        field that does not fit its schema, Conflict when the item waits for no answer."""
+        path, body = wire.answer_request(batch_id, item_id, action, content, request_id)
+        return InputAnswered.model_validate_json((self._send("POST", path, json=body)).content)
+
     def cancel(self, batch_id: str) -> BatchDocument:
         """Cancel: nothing new starts; Conflict (with `batch_status`) when the batch has already ended."""
         return BatchDocument.model_validate_json(self._send("POST", f"{wire.batch_path(batch_id)}/cancel").content)
@@ -157,13 +175,25 @@ class Client:
         return BatchDocument.model_validate_json(response.content)
 
     def list(
-        self, *, status: Iterable[BatchStatus | str] | None = None, limit: int = 50, cursor: str | None = None
+        self,
+        *,
+        status: Iterable[BatchStatus | str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        created_after: wire.Moment | None = None,
+        created_before: wire.Moment | None = None,
     ) -> BatchList:
-        """A page of the caller's batches, newest first (`next_cursor` for the next page)."""
-        params: dict[str, Any] = {"limit": limit, "status": builtins.list(status or [])}
-        if cursor:
-            params["cursor"] = cursor
+        """A page of the caller's batches, newest first (`next_cursor` for the next page); only those with every
+        pair of `metadata`, and created after / before the times given (an aware datetime, epoch seconds or RFC
+        3339 text), when given."""
+        params = wire.list_params(status or [], limit, cursor, metadata, created_after, created_before)
         return BatchList.model_validate_json(self._send("GET", "/v1/batches", params=params).content)
+
+    def delete(self, batch_id: str) -> None:
+        """Delete an ended batch whole (then it is NotFound); Conflict (with `batch_status`) while it has not
+        ended: cancel it first."""
+        self._send("DELETE", wire.batch_path(batch_id))
 
     def validate(self, batch: BatchInput, **options: Any) -> DryRun:
         """The dry run: every check a submit makes and each call's would-be status; nothing is stored."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -23,7 +24,9 @@ from mcp_batch.client.errors import (
     Unreachable,
     service_error,
 )
+from mcp_batch.metadata import QUERY_PREFIX
 from mcp_batch.models import BatchRequest, Call
+from mcp_batch.questions import InputAnswer
 from mcp_batch.retry_request import RetryRequest
 from mcp_batch.webhook_urls import URL_HEADER as WEBHOOK_URL_HEADER
 
@@ -78,8 +81,33 @@ def upload_params(options: Mapping[str, Any]) -> dict[str, str]:
     which may carry a secret and goes in a header (`upload_headers`)."""
     params = {}
     for name, value in options.items():
-        if value is not None and name != "webhook_url":
+        if name == "metadata" and value:  # each pair a parameter of its own: `metadata.<key>=<value>`
+            params.update({QUERY_PREFIX + key: str(pair) for key, pair in value.items()})
+        elif value is not None and name not in ("webhook_url", "metadata"):
             params[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return params
+
+
+Moment = datetime | float | int | str
+"""A time a listing filters on: an aware datetime, seconds since the epoch, or RFC 3339 text."""
+
+
+def list_params(
+    status: Iterable[str],
+    limit: int,
+    cursor: str | None,
+    metadata: Mapping[str, str] | None = None,
+    created_after: Moment | None = None,
+    created_before: Moment | None = None,
+) -> dict[str, Any]:
+    """The query of `GET /v1/batches`: its page, and its filters (every metadata pair must match)."""
+    params: dict[str, Any] = {"limit": limit, "status": list(status)}
+    if cursor:
+        params["cursor"] = cursor
+    params.update({QUERY_PREFIX + key: value for key, value in (metadata or {}).items()})
+    for name, moment in (("created_after", created_after), ("created_before", created_before)):
+        if moment is not None:
+            params[name] = moment.isoformat() if isinstance(moment, datetime) else str(moment)
     return params
 
 
@@ -126,6 +154,23 @@ def unreachable(base_url: str, exc: httpx.TransportError, lost: bool = False) ->
 
 def batch_path(batch_id: str) -> str:
     return f"/v1/batches/{quote(batch_id, safe='')}"
+
+
+def answer_request(
+    batch_id: str, item_id: str, action: str, content: Mapping[str, Any] | None, request_id: str | None
+) -> tuple[str, dict[str, Any]]:
+    """The path and body of an answer to an item's question (checked here first, as the service would)."""
+    fields = {"action": action, "content": None if content is None else dict(content), "request_id": request_id}
+    try:
+        body = InputAnswer.model_validate(fields)
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False)
+        problems = [Problem(tuple(e["loc"]), e["msg"], e["type"]) for e in errors]
+        raise InvalidRequest(
+            "not a valid answer: " + "; ".join(p.describe() for p in problems), 422, "", None, problems
+        ) from None
+    path = f"{batch_path(batch_id)}/items/{quote(item_id, safe='')}/input"
+    return path, body.model_dump(mode="json", exclude_none=True)
 
 
 def stream_error(event: Event, url: str) -> ServiceError:

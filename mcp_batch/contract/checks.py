@@ -16,8 +16,9 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from mcp_batch.backend_info import ToolInfo
 from mcp_batch.backends.servers_file import Backend
-from mcp_batch.models import ItemStatus, ToolInfo
+from mcp_batch.models import ItemStatus
 from mcp_batch.records import ErrorInfo, error_info
 
 # This service's own batch tools (the MCP front door): a batch may not start batches.

@@ -2,8 +2,10 @@
 records (store/reads.py hands them over as plain data).
 
 An item's state is derived: a result record means finished; an index below the claim cursor without one means
-running; above it pending. Once the batch halts (`halt`: stop, cancel, expire) the items never run take the
-matching status, and once it has ended every item without a record has it.
+running, unless its worker holds it unsent (read ahead: pending); above it pending. The counts' `running` is what
+the workers last reported running (`BatchRow.running`); the other claimed items without a record count as pending.
+Once the batch halts (`halt`: stop, cancel, expire) the items never run take the matching status, and once it has
+ended every item without a record has it.
 
 An item's `seq` is its place in finish order, stored with its record. Once the batch has ended, the items that never
 finished take theirs after every finished one (`BatchRow.unrun_seq`), so every item of an ended batch has exactly
@@ -99,7 +101,8 @@ def page_items(row: BatchRow, heads: list[dict[str, Any]], records: Mapping[int,
         if record is not None:
             items.append(plain_items.stored(head, record))
         elif index < claimed and not ended:
-            items.append(plain_items.item({**head, "status": ItemStatus.running.value}))
+            status = ItemStatus.pending if index in row.held else ItemStatus.running
+            items.append(plain_items.item({**head, "status": status.value}))
         elif ended:
             items.append(_unrun(head, row, rest, row.unrun_seq(index)))
         else:
@@ -117,12 +120,14 @@ def summary(batch_id: str, row: BatchRow, offset: int, shown: int, failed: list[
     unrun = total - finished if ended else total - claimed  # items that will not run (if halted) or wait
     if rest is not None:
         n[rest] += unrun
+    running = 0 if ended else row.running
+    waiting = 0 if ended else claimed - finished - running  # claimed, not running: held unsent, or just ended
     counts = Counts(
         total=total,
         succeeded=n[ItemStatus.ok],
         failed=sum(n[s] for s in FAILED_ITEM),
-        pending=0 if rest is not None else unrun,
-        running=0 if ended else claimed - finished,
+        pending=waiting + (0 if rest is not None else unrun),
+        running=running,
         skipped=n[ItemStatus.skipped],
         cancelled=n[ItemStatus.cancelled],
         expired=n[ItemStatus.expired],
@@ -143,6 +148,7 @@ def summary(batch_id: str, row: BatchRow, offset: int, shown: int, failed: list[
         results_offset=offset,
         limits=LIMITS.validate_json(row.limits),
         read_only=row.read_only,
+        priority=row.priority,
         response_max_bytes=row.response_max_bytes,
         next_offset=offset + shown if offset + shown < total else None,
         deadline_at=iso(row.deadline_at),
@@ -155,4 +161,5 @@ def summary(batch_id: str, row: BatchRow, offset: int, shown: int, failed: list[
         retry_of=row.retry_of,
         settings_from=retry_settings.settings_from(batch_id, row),
         webhook=row.webhook,
+        metadata=row.metadata,
     )

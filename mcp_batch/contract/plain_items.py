@@ -33,6 +33,7 @@ class PlainItem(TypedDict):
     meta: NotRequired[dict[str, Any]]
     is_error: NotRequired[bool]
     error: NotRequired[dict[str, Any]]
+    input_request: NotRequired[dict[str, Any]]
     started_at: NotRequired[str]
     finished_at: NotRequired[str]
     queued_seconds: NotRequired[float]
@@ -48,6 +49,7 @@ class PlainItem(TypedDict):
     recovered: bool
     stored_truncated: bool
     stored_truncated_bytes: int
+    progress: NotRequired[dict[str, Any]]
 
 
 _STATUSES = frozenset(status.value for status in ItemStatus)
@@ -64,6 +66,7 @@ _TYPES: dict[str, type | None] = {
     "meta": dict,
     "is_error": bool,
     "error": dict,
+    "input_request": dict,
     "started_at": str,
     "finished_at": str,
     "queued_seconds": float,
@@ -79,6 +82,7 @@ _TYPES: dict[str, type | None] = {
     "recovered": bool,
     "stored_truncated": bool,
     "stored_truncated_bytes": int,
+    "progress": dict,
 }
 _MODEL = ItemResult.model_fields
 if list(_TYPES) != list(_MODEL):  # a field added to the model must be added here, in its place

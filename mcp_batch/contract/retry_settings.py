@@ -8,6 +8,7 @@ itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,10 +27,13 @@ def kept(row: BatchRow, webhook_url: str | None) -> dict[str, Any]:
         "on_error": row.on_error,
         "max_concurrency": row.max_concurrency,
         "read_only": row.read_only,
+        "priority": row.priority,
         "response_max_bytes": row.response_max_bytes,
         "deadline_seconds": deadline,
         "retention_seconds": row.retention,
         "webhook_url": webhook_url,
+        "metadata": row.metadata or None,
+        "questions": None if row.questions is None else json.loads(row.questions),
     }
 
 

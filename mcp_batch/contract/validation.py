@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from mcp_batch import metadata
 from mcp_batch.contract.checks import argument_bytes
 from mcp_batch.contract.webhook_policy import WebhookPolicy
 from mcp_batch.errors import InvalidBatch, Problem
@@ -54,6 +55,7 @@ def validate_batch(
         refusal = webhooks.refusal(request.webhook_url)
         if refusal is not None:
             problems.append(Problem(("webhook_url",), refusal, "webhook_refused"))
+    problems += metadata.problems(request.metadata)
     if problems:
         raise InvalidBatch(problems)
     return request.max_concurrency or default_concurrency

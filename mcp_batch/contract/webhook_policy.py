@@ -61,6 +61,7 @@ def summary(document: BatchDocument) -> bytes:
         "created_at": document.created_at,
         "finished_at": document.finished_at,
         "retry_of": document.retry_of,
+        "metadata": document.metadata,
     }
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 

@@ -8,6 +8,11 @@
     idempotency   Idempotency-Key records
     webhooks      the completion webhooks' delivery queue
     queue         shard jobs into arq's queue and the wake after them, workers' heartbeats (the control plane)
+    deletion      deleting an ended batch whole
+    questions     the questions backends wait on during a call, and the callers' answers
+    latencies     the call latency observed recently per backend and tool (the dry run's estimate)
+    backlog       what unfinished batches still ask of each backend (the dry run's estimate)
+    progress      running items' latest progress
 
 The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
 as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
@@ -19,11 +24,16 @@ from redis.asyncio import Redis
 
 from mcp_batch.keys import LIVE_TTL_SECONDS, Keys
 from mcp_batch.settings import Settings
+from mcp_batch.store.backlog import Backlog
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.claims import Claims
+from mcp_batch.store.deletion import Deletion
 from mcp_batch.store.ending import Ending
 from mcp_batch.store.idempotency import IdempotencyKeys
+from mcp_batch.store.latency import Latencies
 from mcp_batch.store.leases import Leases
+from mcp_batch.store.progress import Progress
+from mcp_batch.store.questions import Questions
 from mcp_batch.store.queue import JobQueue
 from mcp_batch.store.reads import Reads
 from mcp_batch.store.submits import Submits
@@ -64,6 +74,11 @@ class Store:
         self.idempotency = IdempotencyKeys(redis, keys, live_ms)
         self.webhooks = WebhookQueue(redis, keys, _WEBHOOK_LEASE_SECONDS, control)
         self.queue = JobQueue(control, keys)
+        self.deletion = Deletion(redis, keys, control)
+        self.questions = Questions(redis, keys)
+        self.latencies = Latencies(redis, keys)
+        self.backlog = Backlog(redis, keys, control)
+        self.progress = Progress(redis, keys)
 
     @classmethod
     def from_settings(

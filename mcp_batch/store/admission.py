@@ -3,10 +3,11 @@
 each checked and reserved in one atomic script, so concurrent submits never pass a ceiling together. The three
 live on different slots (the service's count on the control plane, the tenant's under its tag), so a submit is three
 steps, in this order: the control plane (the service's count, the shard jobs' index entries, the deadline and the
-webhook's fallback), the tenant's slot (its count and bytes), then the batch's slot (its meta, which makes it exist,
-and its jobs' leases). A refusal or failure at a step undoes the steps before it. A crash between steps leaves only
-what cleans itself: index entries that name no lease, deadline or webhook of a batch that does not exist (their
-consumers drop them), and counts a little high (a ceiling met early, never passed).
+webhook's fallback), the tenant's slot (its count and bytes, its list and metadata indexes), then the batch's slot
+(its meta, which makes it exist, and its jobs' leases). A refusal or failure at a step undoes the steps before it. A
+crash between steps leaves only what cleans itself: index entries that name no lease, deadline, webhook or listed
+batch of a batch that does not exist (their consumers drop them), and counts a little high (a ceiling met early,
+never passed).
 
 The stored bytes cost the same whatever the number of the tenant's living batches: a counter of the tenant's bytes, a
 hash of each batch's bytes, and a sorted set of when each batch's bytes are released, on the tenant's node's clock:
@@ -46,7 +47,8 @@ if ARGV[6] ~= '' then redis.call('ZADD', KEYS[4], 'NX', now + tonumber(ARGV[6]),
 return {0}
 """
 
-# The tenant's step. KEYS: 1 tenant unfinished, 2 tenant batches, 3 stored bytes, 4 stored sizes, 5 stored until.
+# The tenant's step. KEYS: 1 tenant unfinished, 2 tenant batches, 3 stored bytes, 4 stored sizes, 5 stored until,
+# then the tenant's index of each of the batch's metadata pairs (scored as the tenant's batches).
 # ARGV: 1 batch id, 2 calls, 3 tenant ceiling ('' none), 4 bytes, 5 bytes ceiling ('' none), 6 live ms, 7 created µs.
 # Returns {0} (reserved), or a refusal: {2, the tenant's unfinished}, {3, its bytes}.
 TENANT_ADMIT = f"""
@@ -76,6 +78,7 @@ if ARGV[5] ~= '' and stored + size > tonumber(ARGV[5]) then
 end
 redis.call('INCRBY', KEYS[1], n)
 redis.call('ZADD', KEYS[2], ARGV[7], ARGV[1])
+for i = 6, #KEYS do redis.call('ZADD', KEYS[i], ARGV[7], ARGV[1]) end
 redis.call('INCRBY', KEYS[3], size)
 redis.call('HSET', KEYS[4], ARGV[1], size)
 redis.call('ZADD', KEYS[5], now + tonumber(ARGV[6]), ARGV[1])
@@ -99,13 +102,19 @@ def control_keys(keys: Keys) -> list[str]:
     return [keys.unfinished, keys.jobs, keys.deadlines, keys.webhooks]
 
 
-def tenant_keys(keys: Keys, tenant: str) -> list[str]:
+def metadata_indexes(keys: Keys, tenant: str, metadata: Mapping[str, str] | None) -> list[str]:
+    """The tenant's index of each of a batch's metadata pairs (on the tenant's slot)."""
+    return [keys.tenant_metadata(tenant, key, value) for key, value in (metadata or {}).items()]
+
+
+def tenant_keys(keys: Keys, tenant: str, metadata: Mapping[str, str] | None = None) -> list[str]:
     return [
         keys.tenant_unfinished(tenant),
         keys.tenant_batches(tenant),
         keys.tenant_stored_bytes(tenant),
         keys.tenant_stored_sizes(tenant),
         keys.tenant_stored_until(tenant),
+        *metadata_indexes(keys, tenant, metadata),
     ]
 
 
@@ -157,12 +166,20 @@ async def undo_control(control: Redis, keys: Keys, batch_id: str, calls: int, jo
 
 
 def queue_undo_tenant(
-    pipe: Pipeline, keys: Keys, tenant: str, batch_id: str, calls: int | None, size: int | None
+    pipe: Pipeline,
+    keys: Keys,
+    tenant: str,
+    batch_id: str,
+    counted: tuple[int | None, int | None],
+    metadata: Mapping[str, str] | None = None,
 ) -> None:
-    """Queue the taking back of the tenant's step (`calls`, `size`: what it counted; None: nothing)."""
+    """Queue the taking back of the tenant's step (`counted`: the calls and bytes it counted; None: nothing)."""
+    calls, size = counted
     if calls is not None:
         pipe.decrby(keys.tenant_unfinished(tenant), calls)
         pipe.zrem(keys.tenant_batches(tenant), batch_id)
+        for index in metadata_indexes(keys, tenant, metadata):
+            pipe.zrem(index, batch_id)
     if size is not None:  # its bytes are released now, not when it would expire
         pipe.decrby(keys.tenant_stored_bytes(tenant), size)
         pipe.hdel(keys.tenant_stored_sizes(tenant), batch_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,6 +22,7 @@ from mcp_batch.models import (
     ItemStatus,
     Mode,
     OnError,
+    Priority,
     WebhookState,
     WebhookStatus,
 )
@@ -28,9 +30,11 @@ from mcp_batch.tenants import DEFAULT_TENANT
 
 # The fields a worker needs to schedule a batch (one HMGET, not the whole hash).
 META_FIELDS = ["mode", "max_concurrency", "status", "read_only", "created_at", "shards", "deadline_at", "tenant"]
-META_FIELDS += ["rate_share", "traceparent", "on_error"]
+META_FIELDS += ["rate_share", "traceparent", "on_error", "priority", "calls_by_server"]
 LIMITS = TypeAdapter(dict[str, BackendLimits])  # the `limits` field: JSON, as the document shows it
 LIST_FIELDS = ["status", "total", "finished", "created_at", "finished_at", "retry_of", "deadline_at", "claimed", "halt"]
+LIST_FIELDS += ["metadata"]
+LIST_FIELDS += ["priority"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class BatchMeta:
     rate_share: float | None = None
     traceparent: str | None = None  # W3C, of the submit's span: the worker's spans join the batch's trace
     on_error: OnError = OnError.continue_
+    priority: Priority = Priority.normal
+    servers: tuple[str, ...] = ()  # the backends its calls name
 
 
 def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
@@ -55,7 +61,7 @@ def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
     if raw[0] is None:
         return None
     text = [None if v is None else v.decode() for v in raw]
-    mode, concurrency, status, read_only, created, shards, deadline, tenant, share, traceparent, on_error = text
+    mode, concurrency, status, read_only, created, shards, deadline, tenant, share, traceparent, on_error = text[:11]
     return BatchMeta(
         Mode(mode or Mode.concurrent),
         int(concurrency or 1),
@@ -68,6 +74,8 @@ def parse_meta(raw: list[bytes | None]) -> BatchMeta | None:
         None if share is None else float(share),
         traceparent,
         OnError(on_error or OnError.continue_),
+        Priority(text[11] or Priority.normal),
+        tuple(json.loads(text[12])) if text[12] else (),
     )
 
 
@@ -102,6 +110,20 @@ class BatchRow:
     # Items a take-over found in flight on a stopped worker (which may have sent them): index -> that worker ('' if
     # unknown); the hash's `lost:<index>`, copied from the job's `runner:<job>`. One here without a record may have run.
     lost: dict[int, str] = field(default_factory=dict)
+    # Of the claimed items without a record: how many have a call running (the jobs' `busy:<job>`, None when no job
+    # reported it), and those a job holds unsent (its `held:<job>`), as of each job's last round trip.
+    busy: int | None = None
+    held: frozenset[int] = frozenset()
+    metadata: dict[str, str] = field(default_factory=dict)  # the `metadata` field: JSON, written when not empty
+
+    @property
+    def running(self) -> int:
+        """Claimed items with a call running: at their backend, at its gate or passing their checks."""
+        in_hand = self.claimed - self.finished
+        return in_hand if self.busy is None else min(self.busy, in_hand)
+
+    questions: str | None = None  # the `questions` setting as submitted (JSON), when it set one
+    priority: Priority = Priority.normal
 
     @property
     def ended_items(self) -> int:
@@ -185,7 +207,22 @@ def parse_row(raw: Mapping[bytes, bytes]) -> BatchRow | None:
         deadline_seconds=_float(m.get("deadline_seconds")),
         settings_from=json.loads(m["settings_from"]) if "settings_from" in m else None,
         lost={int(k[5:]): v for k, v in m.items() if k.startswith("lost:")},
+        busy=_busy(m),
+        held=frozenset(int(i) for k, v in m.items() if k.startswith("held:") for i in v.split(",") if i),
+        metadata=load_metadata(m.get("metadata")),
+        questions=m.get("questions"),
+        priority=Priority(m.get("priority", Priority.normal)),
     )
+
+
+def _busy(m: Mapping[str, str]) -> int | None:
+    found = [int(v) for k, v in m.items() if k.startswith("busy:")]
+    return sum(found) if found else None
+
+
+def load_metadata(raw: str | None) -> dict[str, str]:
+    """The hash's `metadata` field (absent: none)."""
+    return {} if raw is None else dict(json.loads(raw))
 
 
 def new_row(
@@ -224,9 +261,14 @@ def new_row(
         # the scripts that renew and end the batch update the tenant's unfinished count and its stored bytes' release
         "tenant_unfinished": tenant_counts[0],
         "tenant_stored": tenant_counts[1],
+        "priority": request.priority.value,
+        # what the dry run's estimate counts as queued for each backend (store/backlog.py)
+        "calls_by_server": json.dumps(Counter(call.server for call in request.calls), separators=(",", ":")),
     }
     if rate_share is not None:
         fields["rate_share"] = repr(rate_share)
+    if request.metadata:
+        fields["metadata"] = json.dumps(request.metadata)
     if request.deadline_seconds is not None:
         fields["deadline_seconds"] = repr(request.deadline_seconds)
         fields["deadline_at"] = repr(now + request.deadline_seconds)

@@ -83,9 +83,16 @@ class Claims:
         finished: Sequence[tuple[Claim, ItemRecord]],
         want: int,
         give_back: Sequence[Claim] = (),
+        lanes: tuple[int, int, int] | None = None,
+        held: Sequence[Claim] = (),
     ) -> Step:
         """Record finished items, give back claims that will not run here (they go to whoever claims next, their
-        `recovered` flag kept) and claim up to `want` more, in one round trip."""
+        `recovered` flag kept) and claim up to `want` more, in one round trip.
+
+        `lanes` (busy, waiting, free): the job's lanes with a call, those waiting for a claim, and how many of the
+        claims this step gives it may start before its next step (None: not said; readers then count every claim
+        running). `held`: claims in hand it keeps unsent until its next step; they and the claims past `free` are
+        held unsent (readers count them pending, and a take-over sends them on as never dispatched)."""
         heads, blobs, failed_ids = [], [], []
         for claim, record in finished:
             blob, status = dump(record), record["status"]
@@ -96,7 +103,8 @@ class Claims:
                 failed_ids.append(claim.id)
         back = ",".join(f"{claim.index}:{int(claim.recovered)}" for claim in give_back)
         args = [*batch_args(batch_id), job, self.live_ms, want, ",".join(heads), b"".join(blobs), back]
-        args += failed_ids
+        told = "" if lanes is None else " ".join(map(str, lanes))
+        args += [told, ",".join(str(claim.index) for claim in held), *failed_ids]
         reply = await self._evalsha(batch_keys(self.keys, batch_id), args)
         state = int(reply[0])
         if reply[1]:  # this step ended the batch

@@ -7,6 +7,8 @@ names arq's methods or these keys.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from arq import ArqRedis
 from redis.asyncio import Redis
 
@@ -31,12 +33,16 @@ class JobQueue:
         self.control = control
         self.keys = keys
 
-    async def enqueue(self, batch_id: str, shard: int, job: str, generation: int | None = None) -> None:
-        """Queue one shard job under its id (arq refuses a second job with the same id)."""
+    async def enqueue(
+        self, batch_id: str, shard: int, job: str, generation: int | None = None, ahead: timedelta | None = None
+    ) -> None:
+        """Queue one shard job under its id (arq refuses a second job with the same id); `ahead`: scored as if
+        queued that long ago, so it runs before the jobs queued since (a high-priority batch)."""
         if not isinstance(self.control, ArqRedis):
             raise TypeError("queueing a job needs the control plane's arq pool")
         args: tuple[object, ...] = (batch_id, shard) if generation is None else (batch_id, shard, generation)
-        await self.control.enqueue_job("run_batch", *args, _job_id=job, _queue_name=self.keys.queue)
+        defer = -ahead if ahead else None
+        await self.control.enqueue_job("run_batch", *args, _job_id=job, _queue_name=self.keys.queue, _defer_by=defer)
 
     async def wake(self, batch_id: str) -> None:
         """Tell idle workers a job was queued, so they poll now rather than at their next poll."""

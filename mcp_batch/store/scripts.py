@@ -85,9 +85,15 @@ end
 # the shared unfinished counts are brought up to date on renewal and at the end (`counted`).
 # ARGV: 3 job, 4 ttl ms, 5 want, 6 the finished items, each `index status bytes failed` (failed '1'/'0'), comma
 #       separated, 7 their records end to end, 8 claims given back unrun, `index:flag` comma separated (they become
-#       orphans again, flag kept), then the item id of each failed item, in order. Packed so: a call carries eight
-#       arguments (and one per failed item) whatever the number of items, for the client to pack and the script to read.
+#       orphans again, flag kept), 9 `busy waiting free`: the job's lanes with a call (checks, gate or backend),
+#       those waiting for a claim, and how many of this call's claims it may start before its next call ('' when
+#       the caller does not say), 10 the claims it holds unsent until its next call (comma separated), then the item
+#       id of each failed item, in order. Packed so: a call carries ten arguments (and one per failed item)
+#       whatever the number of items, for the client to pack and the script to read.
 # The job's lease is read with the batch hash (its `lease:<job>` field), so the check costs no command of its own.
+# The job's `busy:<job>` (its calls running as of its last call here: the lanes busy and those this call feeds) and
+# `held:<job>` (ARGV 10 and this call's claims past `free`) are kept in the batch hash while it holds its lease:
+# readers count the one running and the other pending, and a take-over sends the held ones on as never dispatched.
 # Returns {state, final, then index, spec, flag per claim}: state 1 (more may come), 0 (nothing more to claim:
 # done, halted or ended; `final` is the status when this call ended the batch), -2 (the batch is gone), -3 (this
 # job's lease was taken over).
@@ -111,7 +117,14 @@ if TERMINAL[m[1]] then return {0, ''} end
 local claimed, finished, halt, orphans = tonumber(m[3]), tonumber(m[4]), m[5], tonumber(m[8])
 local total = tonumber(m[2])
 local set, pushed, held = {}, {}, {}
-local at, failures = 1, 8
+local at, failures = 1, 10
+local busy, waiting, free = string.match(ARGV[9], '(%d+) (%d+) (%d+)')
+busy, waiting, free = tonumber(busy), tonumber(waiting), tonumber(free)
+local function mark(fed)  -- the job's running and held claims, while its lease is its own (if it told them)
+  if not busy or not m[9] then return end
+  set[#set + 1] = 'busy:' .. job; set[#set + 1] = busy + math.min(waiting, fed)
+  set[#set + 1] = 'held:' .. job; set[#set + 1] = ARGV[10]
+end
 for _, item in ipairs(items) do
   local index, size = item[1], item[3]
   held[#held + 1] = index
@@ -173,11 +186,13 @@ if not halt and m[6] and tonumber(ARGV[1]) >= tonumber(m[6]) then
   set[#set + 1] = 'halt'; set[#set + 1] = halt
 end
 if halt then
+  mark(0)
   write()
   if redis.call('HLEN', KEYS[7]) == 0 then return {0, finalize(halt)} end
   return {0, ''}
 end
 if want <= 0 then
+  mark(0)
   write()
   return {1, ''}
 end
@@ -228,6 +243,14 @@ if want > 0 and claimed < total then
   claimed = claimed + k
 end
 if #mine > 0 then redis.call('HSET', KEYS[7], unpack(mine)) end
+if busy then
+  local fed, held_now = (#out - 2) / 3, ARGV[10]
+  for j = free + 1, fed do  -- claims beyond those the job may start before its next call: held too
+    held_now = held_now .. (held_now == '' and '' or ',') .. out[3 * j]
+  end
+  set[#set + 1] = 'busy:' .. job; set[#set + 1] = busy + math.min(waiting, fed)
+  set[#set + 1] = 'held:' .. job; set[#set + 1] = held_now
+end
 write()
 return out
 """
@@ -260,6 +283,10 @@ end
 redis.call('HDEL', KEYS[1], lease)
 local clean = {}
 for i in string.gmatch(ARGV[8], '%d+') do clean[i] = true end
+-- Claims the job held unsent as of its last round trip never reached a backend; its marks go with it.
+local mark = redis.call('HMGET', KEYS[1], 'held:' .. ARGV[3], 'busy:' .. ARGV[3])
+for i in string.gmatch(mark[1] or '', '%d+') do clean[i] = true end
+if mark[1] or mark[2] then redis.call('HDEL', KEYS[1], 'held:' .. ARGV[3], 'busy:' .. ARGV[3]) end
 local held = redis.call('HGETALL', KEYS[7])
 local moved, lost = 0, {}
 local runner = redis.call('HGET', KEYS[1], 'runner:' .. ARGV[3]) or ''

@@ -27,7 +27,7 @@ from mcp_batch.store.admission import (
     tenant_keys,
     undo_control,
 )
-from mcp_batch.store.batch_row import LIMITS, dump_specs, new_row
+from mcp_batch.store.batch_row import LIMITS, dump_specs, load_metadata, new_row
 from mcp_batch.store.connection import atomic, is_cluster
 from mcp_batch.store.intake import CHUNK, STAGE_OVER, STAGED_SECONDS, Encoded, encode, stage
 from mcp_batch.tenants import DEFAULT_TENANT
@@ -116,6 +116,7 @@ class Submits:
                 "settings_from": None if settings_from is None else json.dumps(dict(settings_from)),
                 "idempotency_key": idempotency_key,
                 "webhook_url": request.webhook_url,
+                "questions": None if request.questions is None else request.questions.model_dump_json(),
                 "traceparent": traceparent,
             },
         )
@@ -131,13 +132,14 @@ class Submits:
             args = tenant_args(
                 batch_id, n, tenant_max_unfinished_items, stored, max_stored_bytes, self.live_ms, int(now * 1e6)
             )
-            check_admitted(await self._tenant_admit(tenant_keys(keys, tenant), args), stored, ceilings, retry_after)
+            reply = await self._tenant_admit(tenant_keys(keys, tenant, request.metadata), args)
+            check_admitted(reply, stored, ceilings, retry_after)
             steps = 2
             await self._write(
                 batch_id, encoded, batch_admit_call(keys, batch_id, (self.live_ms, self.lease_ms), jobs, fields)
             )
         except BaseException:
-            await self._take_back(batch_id, tenant, jobs, n, stored, steps, staged)
+            await self._take_back(batch_id, (tenant, request.metadata), jobs, (n, stored), steps, staged)
             raise
         return batch_id
 
@@ -165,9 +167,18 @@ class Submits:
         await self._batch_admit(*admit)
 
     async def _take_back(
-        self, batch_id: str, tenant: str, jobs: list[str], n: int, stored: int, steps: int, staged: bool
+        self,
+        batch_id: str,
+        owner: tuple[str, Mapping[str, str] | None],
+        jobs: list[str],
+        counted: tuple[int, int],
+        steps: int,
+        staged: bool,
     ) -> None:
-        """Undo the steps a refused or failed submit took, batch first (best effort: Redis may be what failed)."""
+        """Undo the steps a refused or failed submit took, batch first (best effort: Redis may be what failed);
+        `owner`: its tenant and metadata, `counted`: its calls and stored bytes."""
+        tenant, metadata = owner
+        n = counted[0]
         try:
             if steps >= 2 or staged:
                 async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
@@ -175,7 +186,7 @@ class Submits:
                     await pipe.execute()
             if steps >= 2:
                 async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
-                    queue_undo_tenant(pipe, self.keys, tenant, batch_id, n, stored)
+                    queue_undo_tenant(pipe, self.keys, tenant, batch_id, counted, metadata)
                     await pipe.execute()
             if steps >= 1:
                 await undo_control(self.control, self.keys, batch_id, n, jobs)
@@ -193,8 +204,8 @@ class Submits:
     async def delete(self, batch_id: str, jobs: list[str]) -> None:
         """Remove a batch that could not be queued, and what it added to the shared keys."""
         keys = self.keys
-        total, raw_tenant = await cast(
-            Awaitable[list[bytes | None]], self.redis.hmget(keys.batch(batch_id), ["total", "tenant"])
+        total, raw_tenant, raw_metadata = await cast(
+            Awaitable[list[bytes | None]], self.redis.hmget(keys.batch(batch_id), ["total", "tenant", "metadata"])
         )
         tenant = raw_tenant.decode() if raw_tenant is not None else None
         size = None
@@ -203,7 +214,9 @@ class Submits:
         await self.redis.delete(*keys.batch_keys(batch_id))
         if tenant is not None:
             async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
-                queue_undo_tenant(pipe, keys, tenant, batch_id, None if total is None else int(total), _int(size))
+                metadata = load_metadata(None if raw_metadata is None else raw_metadata.decode())
+                counted = (None if total is None else int(total), _int(size))
+                queue_undo_tenant(pipe, keys, tenant, batch_id, counted, metadata)
                 await pipe.execute()
         await undo_control(self.control, keys, batch_id, 0 if total is None else int(total), jobs)
 

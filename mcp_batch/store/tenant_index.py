@@ -3,23 +3,34 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
 from typing import cast
 
 from redis.asyncio import Redis
 
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys
-from mcp_batch.models import BatchStatus, BatchSummary
+from mcp_batch.models import BatchStatus, BatchSummary, Priority
 from mcp_batch.records import iso
-from mcp_batch.store.batch_row import LIST_FIELDS, past_deadline
+from mcp_batch.store.batch_row import LIST_FIELDS, load_metadata, past_deadline
 
 _LIST_SCAN = 1_000  # most index entries one listing request reads (a status filter may skip many)
 
 
+@dataclass(frozen=True)
+class Filters:
+    """What a listing keeps: batches with every one of these metadata pairs, created after and before these times
+    (µs, both exclusive; None: unbounded)."""
+
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    created_after: int | None = None
+    created_before: int | None = None
+
+
 def _summary(batch_id: str, row: list[str | None], now: float) -> BatchSummary:
     """From the meta fields LIST_FIELDS; a batch past its deadline as a reader sees it (`BatchRow.as_of`)."""
-    status, total, finished, created, ended, retry_of, deadline, claimed, halt = row
+    status, total, finished, created, ended, retry_of, deadline, claimed, halt, metadata, priority = row
     listed = BatchStatus(status or BatchStatus.queued)
     passed = past_deadline(listed, None if deadline is None else float(deadline), halt, now)
     if passed and int(claimed or 0) <= int(finished or 0):
@@ -32,6 +43,8 @@ def _summary(batch_id: str, row: list[str | None], now: float) -> BatchSummary:
         created_at=iso(float(created or 0)) or "",
         finished_at=iso(float(ended)) if ended else None,
         retry_of=retry_of,
+        metadata=load_metadata(metadata),
+        priority=Priority(priority or Priority.normal),
     )
 
 
@@ -50,17 +63,30 @@ class TenantIndex:
         return raw.decode()
 
     async def batches_of(
-        self, tenant: str, before: int | None, limit: int, status: set[BatchStatus] | None
+        self,
+        tenant: str,
+        before: int | None,
+        limit: int,
+        status: set[BatchStatus] | None,
+        where: Filters | None = None,
     ) -> tuple[list[BatchSummary], int | None]:
         """A tenant's batches, newest first, created before `before` (µs); and the cursor of the next page.
 
-        Ids whose batch has expired are dropped from the tenant's index as they are met."""
-        index = self.keys.tenant_batches(tenant)
+        With `where`, only those created in its time range with all of its metadata pairs: read from the index of
+        the pair with the fewest batches (each pair has its own, scored as the tenant's list), each batch then
+        checked for the other pairs, so a filtered listing reads what that pair holds, not the tenant's every batch.
+        Ids whose batch has expired are dropped from the index read as they are met."""
+        where = where or Filters()
+        index = await self._narrowest(tenant, where.metadata)
+        if index is None:
+            return [], None
         found: list[BatchSummary] = []
-        upper: str = f"({before}" if before is not None else "+inf"
+        bounds = [bound for bound in (before, where.created_before) if bound is not None]
+        upper: str = f"({min(bounds)}" if bounds else "+inf"
+        lower = "-inf" if where.created_after is None else f"({where.created_after}"
         scanned, now = 0, time.time()
         while len(found) < limit and scanned < _LIST_SCAN:
-            page = await self.redis.zrevrangebyscore(index, upper, "-inf", start=0, num=limit, withscores=True)
+            page = await self.redis.zrevrangebyscore(index, upper, lower, start=0, num=limit, withscores=True)
             if not page:
                 return found, None
             async with self.redis.pipeline(transaction=False) as pipe:
@@ -75,10 +101,22 @@ class TenantIndex:
                     gone.append(member)
                     continue
                 summary = _summary(member.decode(), [v.decode() if v else None for v in row], now)
-                if status is None or summary.status in status:
+                if (status is None or summary.status in status) and where.metadata.items() <= summary.metadata.items():
                     found.append(summary)
                     if len(found) == limit:
                         return found, int(score)
             if gone:
                 await self.redis.zrem(index, *gone)
         return found, int(upper[1:]) if upper.startswith("(") else None
+
+    async def _narrowest(self, tenant: str, pairs: Mapping[str, str]) -> str | None:
+        """The index to read: the tenant's list, or its smallest index of one of `pairs` (None: one is empty)."""
+        if not pairs:
+            return self.keys.tenant_batches(tenant)
+        indexes = [self.keys.tenant_metadata(tenant, key, value) for key, value in pairs.items()]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for index in indexes:
+                pipe.zcard(index)
+            sizes = await pipe.execute()
+        size, index = min(zip(sizes, indexes, strict=True))
+        return index if size else None

@@ -7,8 +7,8 @@ import asyncio
 
 from pydantic import BaseModel, Field
 
+from mcp_batch.backend_info import ServerInfo
 from mcp_batch.errors import BackendError
-from mcp_batch.models import ServerInfo
 from mcp_batch.store import overview
 from mcp_batch.tenants import ANYONE, Caller
 from service.application.services import Services

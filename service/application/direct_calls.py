@@ -14,8 +14,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_batch.backend_info import ToolInfo
 from mcp_batch.contract.checks import check_policy
-from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchRequest, Call, ItemPage, ToolInfo
+from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchRequest, Call, ItemPage
 from mcp_batch.tenants import Caller
 from service.application import reading, submitting
 from service.application.services import Services

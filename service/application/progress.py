@@ -3,7 +3,8 @@ the batch has ended, the items that never ran too), the counts as they change, t
 
 Nothing is published per item. While someone listens, the batch's counters and the length of its `finished` list
 are read together (one MULTI round trip, so the counts match the items sent) every `check_seconds`, what finished
-since is sent, and the done channel (through `Store.wait`) wakes the stream at once when the batch ends. An item's
+since is sent, and the done channel (through `Store.wait`) wakes the stream at once when the batch ends. While items
+run, their stored progress is read at the same checks and each new report sent once (`item_progress`). An item's
 `seq` (its place in finish order) is the event id: resuming after a seq sends only the items finished after it.
 """
 
@@ -18,10 +19,12 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from mcp_batch.contract import document as documents
+from mcp_batch.contract import running
 from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.store import Store
+from service.application.questions import waiting_in
 from service.application.services import Services
 
 logger = logging.getLogger(__name__)
@@ -29,7 +32,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    """One event: `item` (with `id`, its seq), `progress`, `end`, `timeout`, `error`; a `keep-alive` has no data."""
+    """One event: `item` (with `id`, its seq), `progress`, `item_progress`, `end`, `timeout`, `error`; a `keep-alive`
+    has no data."""
 
     name: str
     data: dict[str, Any] | None = None
@@ -45,33 +49,55 @@ def _item_event(item: PlainItem) -> Event:
     return Event("item", fields | {"server": item["server"], "tool": item["tool"]}, seq)
 
 
+def _new_reports(reports: dict[int, dict[str, Any]], reported: dict[int, float]) -> list[Event]:
+    """An `item_progress` event per item whose report is newer than the last one sent (`reported`, updated)."""
+    events = []
+    for index, report in sorted(reports.items()):
+        if reported.get(index) == report["at"]:
+            continue
+        reported[index] = report["at"]
+        fields = running.shown(report).model_dump(mode="json")
+        events.append(Event("item_progress", {"index": index, "id": report["id"], **fields}))
+    return events
+
+
 async def _events(
     store: Store, batch_id: str, after: int, check_seconds: float, max_seconds: float, heartbeat_seconds: float
 ) -> AsyncIterator[list[Event]]:
     loop = asyncio.get_running_loop()
     give_up = loop.time() + max_seconds
     quiet_since = loop.time()
-    position, shown = after, None
+    position, shown, asked = after, None, set[str]()
+    reported: dict[int, float] = {}  # item index -> the time of the last report sent of it
     while True:
         row = await store.reads.row(batch_id)  # its `finished` is the length of the list of finished items
         document = documents.summary(batch_id, row, 0, 0, [])
         ended = document.status in TERMINAL_BATCH
         sent = False
         counts = document.counts.model_dump(mode="json")
+        questions = await _questions(store, batch_id, counts, asked) if counts["running"] and not ended else []
         # The first progress comes before the items that finished before the client connected; later ones follow
         # the run of items that changed them.
         first = shown is None
         if first:
             shown, sent = (document.status, counts), True
-            yield [Event("progress", {"status": document.status.value, "counts": counts})]
+            yield [Event("progress", {"status": document.status.value, "counts": counts, "metadata": row.metadata})]
         finished = row.ended_items  # once ended, the items that never ran too
         if finished > position:
             async for chunk in store.reads.finished_since(batch_id, position, row):
                 yield [_item_event(item) for item in documents.in_finish_order(row, chunk)]
             position, sent = finished, True
+        if document.counts.running and not ended:
+            news = _new_reports(await store.progress.every(batch_id), reported)
+            if news:
+                sent = True
+                yield news
         if not first and (document.status, counts) != shown:
             shown, sent = (document.status, counts), True
             yield [Event("progress", {"status": document.status.value, "counts": counts})]
+        if questions:
+            sent = True
+            yield questions
         if ended:
             yield [
                 Event(
@@ -81,6 +107,7 @@ async def _events(
                         "ok": document.ok,
                         "counts": counts,
                         "finished_at": document.finished_at,
+                        "metadata": row.metadata,
                     },
                 )
             ]
@@ -96,6 +123,21 @@ async def _events(
             yield [Event("timeout", {"detail": detail, "after": position})]
             return
         await store.reads.wait(batch_id, min(check_seconds, give_up - now, quiet_since + heartbeat_seconds - now))
+
+
+async def _questions(store: Store, batch_id: str, counts: dict[str, Any], asked: set[str]) -> list[Event]:
+    """An `input_required` event for each question not announced yet; `counts` made to count the waiting items
+    apart from the running ones, as the document does."""
+    found = await waiting_in(store, batch_id)
+    counts["running"] -= len(found)
+    counts["input_required"] = len(found)
+    events = []
+    for index, (item_id, question) in found.items():
+        if question.id not in asked:
+            asked.add(question.id)
+            data = {"index": index, "id": item_id, "request_id": question.id, "kind": question.kind.value}
+            events.append(Event("input_required", data | {"expires_at": question.expires_at}))
+    return events
 
 
 async def progress(services: Services, batch_id: str, after: int) -> AsyncIterator[list[Event]]:

@@ -12,12 +12,15 @@ from typing import Any, cast
 
 from pydantic import BaseModel, Field
 
-from mcp_batch.contract import budget, plain_items
+from mcp_batch.contract import budget, plain_items, running
 from mcp_batch.contract import document as documents
 from mcp_batch.contract.item_cursors import Position, cursor_length, locate
 from mcp_batch.errors import BatchNotFound, InvalidCursor
+from mcp_batch.item_progress import ItemProgress
 from mcp_batch.models import BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
+from mcp_batch.store.tenant_index import Filters
 from mcp_batch.tenants import Caller
+from service.application.questions import item_with_question, with_questions
 from service.application.services import Services
 
 
@@ -28,11 +31,20 @@ async def document(services: Services, batch_id: str, offset: int = 0, limit: in
     max_bytes, tenant = await store.reads.page_facts(batch_id)
     page = budget.most_items(max_bytes) if limit is None else min(limit, budget.most_items(max_bytes))
     found, plain = documents.page(batch_id, await store.reads.page(batch_id, offset, page))
+    if indexes := running.running(plain):  # a page without running items reads no progress
+        running.attach(plain, await store.progress.of(batch_id, indexes))
     items, removed, resumes = budget.fit(cast(list[dict[str, Any]], plain), max_bytes, cursor_length(batch_id))
     for k, (block, char) in resumes.items():
         items[k]["next_cursor"] = services.cursors.issue(tenant, Position(batch_id, items[k]["index"], block, char))
     results = [ItemResult.model_validate(item) for item in items]
-    return found.model_copy(update={"results": results, "truncated": removed > 0, "truncated_bytes": removed})
+    found = found.model_copy(update={"results": results, "truncated": removed > 0, "truncated_bytes": removed})
+    return await with_questions(services, found)  # items waiting for an answer, as `input_required`
+
+
+async def progress(services: Services, batch_id: str) -> list[tuple[str, ItemProgress]]:
+    """The latest progress of the batch's running items that reported any, by index: (item id, progress)."""
+    reports = await services.store.progress.every(batch_id)
+    return [(reports[index]["id"], running.shown(reports[index])) for index in sorted(reports)]
 
 
 async def wait(services: Services, batch_id: str, seconds: float) -> None:
@@ -53,7 +65,10 @@ async def item(services: Services, batch_id: str, item_id: str, cursor: str | No
     """The stored item; when it is larger than one response, as much of it as one holds and `next_cursor`, and from
     a cursor, the next page of its content. InvalidCursor when the cursor does not verify or is another item's."""
     located = await services.store.reads.located(batch_id, item_id)
-    found = ItemResult.model_validate(documents.item(located)).model_dump(mode="json")  # measured as it is sent
+    plain = [documents.item(located)]
+    if indexes := running.running(plain):
+        running.attach(plain, await services.store.progress.of(batch_id, indexes))
+    found = ItemResult.model_validate(plain[0]).model_dump(mode="json")  # measured as it is sent
     tenant = located.row.tenant
     if cursor is None:
         small, resume = budget.shrink(found, services.settings.response_max_bytes, cursor_length(batch_id))
@@ -66,7 +81,7 @@ async def item(services: Services, batch_id: str, item_id: str, cursor: str | No
         )
     if resume is not None:
         small["next_cursor"] = services.cursors.issue(tenant, Position(batch_id, found["index"], *resume))
-    return ItemPage.model_validate(small)
+    return await item_with_question(services, batch_id, ItemPage.model_validate(small))
 
 
 @dataclass(frozen=True)
@@ -94,11 +109,17 @@ async def results(services: Services, batch_id: str, statuses: set[ItemStatus] |
 
 
 async def batches(
-    services: Services, caller: Caller, status: set[BatchStatus] | None, limit: int, cursor: str | None
+    services: Services,
+    caller: Caller,
+    status: set[BatchStatus] | None,
+    limit: int,
+    cursor: str | None,
+    where: Filters | None = None,
 ) -> BatchList:
-    """The caller's tenant's batches, newest first, a page at a time."""
+    """The caller's tenant's batches, newest first, a page at a time; with `where`, only those it keeps (their
+    metadata pairs, their creation time)."""
     before = int(cursor) if cursor else None
-    found, next_before = await services.store.tenants.batches_of(caller.tenant, before, limit, status)
+    found, next_before = await services.store.tenants.batches_of(caller.tenant, before, limit, status, where)
     return BatchList(batches=found, next_cursor=None if next_before is None else str(next_before))
 
 

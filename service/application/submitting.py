@@ -12,18 +12,21 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mcp_batch import shards
+from mcp_batch.backends.priority import QUEUED_AHEAD
 from mcp_batch.contract.checks import Bounds, Refusal, precheck
 from mcp_batch.contract.references import any_may_reference
 from mcp_batch.contract.retry_settings import annotate
 from mcp_batch.contract.validation import validate_batch
 from mcp_batch.contract.webhook_policy import WebhookPolicy
+from mcp_batch.dry_runs import DryRun, DryRunItem
 from mcp_batch.errors import Forbidden, InvalidBatch, InvalidCursor, Problem
-from mcp_batch.models import BatchRequest, DryRun, DryRunItem, ItemError, ItemStatus
+from mcp_batch.models import BatchRequest, ItemError, ItemStatus
 from mcp_batch.ops import tracing
 from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency, overview
 from mcp_batch.store.submits import new_batch_id
 from mcp_batch.tenants import ANYONE, Caller, authorize
+from service.application import estimating, questions
 from service.application.retry import Lineage, retry_request
 from service.application.services import Services
 
@@ -95,8 +98,9 @@ async def _store_and_queue(
         tenant_max_unfinished_items=caller.max_unfinished_items,
     )
     try:
+        ahead = QUEUED_AHEAD.get(request.priority)
         for shard, job in enumerate(jobs):
-            await store.queue.enqueue(batch_id, shard, job)
+            await store.queue.enqueue(batch_id, shard, job, ahead=ahead)
     except BaseException:
         await store.submits.delete(batch_id, jobs)
         raise
@@ -117,6 +121,7 @@ async def submit(
     Validate, claim the key, store and queue, then record the batch under the key; the key is released if the
     batch could not be stored. The same key with another request: IdempotencyConflict.
     """
+    request = questions.defaulted(request)
     with tracing.submit_span(len(request.calls)) as span:
         submitted = await _submit(services, request, caller, key, lineage)
         tracing.submitted(span, submitted.batch_id, submitted.created)
@@ -165,8 +170,9 @@ def _kept_from(problems: list[Problem], inherited: dict[str, str]) -> list[Probl
 
 
 async def dry_run(services: Services, request: BatchRequest, caller: Caller = ANYONE) -> DryRun:
-    """Every check a batch would meet, with each call's would-be status; nothing is stored or queued."""
-    validate(services, request, caller)
+    """Every check a batch would meet, with each call's would-be status, and how long it would take (its
+    estimate); nothing is stored or queued."""
+    concurrency = validate(services, request, caller)
     bounds = Bounds(services.settings.max_argument_bytes, services.settings.max_argument_depth)
     names = {call.server for call in request.calls if call.server in services.registry}
     listed = await asyncio.gather(*(services.catalog.tools(name) for name in names), return_exceptions=True)
@@ -189,7 +195,12 @@ async def dry_run(services: Services, request: BatchRequest, caller: Caller = AN
                 error=ItemError.model_validate(refusal.error()) if refusal else None,
             )
         )
-    return DryRun(valid=all(r.status is ItemStatus.pending for r in results), results=results)
+    valid = all(r.status is ItemStatus.pending for r in results)
+    return DryRun(
+        valid=valid,
+        results=results,
+        estimate=await estimating.estimate(services, request, results, concurrency, caller),
+    )
 
 
 def _cursor_refusal(services: Services, cursor: str, caller: Caller) -> Refusal | None:

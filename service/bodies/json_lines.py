@@ -25,6 +25,7 @@ from fastapi.routing import APIRoute
 from pydantic import ValidationError
 
 from mcp_batch.errors import Forbidden, InvalidBatch, Problem
+from mcp_batch.metadata import QUERY_PREFIX
 from mcp_batch.models import BatchRequest, Call
 from mcp_batch.webhook_urls import URL_HEADER
 from service.bodies.strict_json import MalformedJSON, loads
@@ -94,6 +95,8 @@ class Upload:
             loc = ("line", self.lines[loc[1]], *loc[2:])
         elif loc[:1] == ("calls",):
             loc = ("body", *loc[1:])
+        elif len(loc) >= 2 and loc[0] == "metadata":
+            loc = ("query", f"{QUERY_PREFIX}{loc[1]}", *loc[2:])
         elif loc and loc[0] in IN_HEADERS:
             loc = ("header", IN_HEADERS[str(loc[0])], *loc[1:])
         elif loc and loc[0] in OPTIONS:
@@ -108,7 +111,7 @@ def _typed(value: str) -> Any:
         parsed = json.loads(value)
     except ValueError:
         return value
-    return parsed if isinstance(parsed, bool | int | float) else value
+    return parsed if isinstance(parsed, bool | int | float | dict) else value  # an object: the `questions` option
 
 
 def _secret_in_query(name: str) -> Problem:
@@ -118,7 +121,15 @@ def _secret_in_query(name: str) -> Problem:
 
 def _options(request: Request, upload: Upload) -> None:
     for name, value in request.query_params.multi_items():
-        if name in IN_HEADERS:
+        if name.startswith(QUERY_PREFIX):  # one pair of the batch's `metadata`, its value taken as it is
+            pairs = upload.options.setdefault("metadata", {})
+            if name.removeprefix(QUERY_PREFIX) in pairs:
+                upload.problems.append(Problem(("query", name), "given twice", "value_error"))
+            pairs[name.removeprefix(QUERY_PREFIX)] = value
+        elif name == "metadata":
+            msg = f"give each pair of the batch's metadata as `{QUERY_PREFIX}<key>=<value>`"
+            upload.problems.append(Problem(("query", name), msg, "value_error"))
+        elif name in IN_HEADERS:
             upload.problems.append(_secret_in_query(name))
         elif name not in OPTIONS:
             upload.problems.append(Problem(("query", name), "not a batch option", "extra_forbidden"))
@@ -193,14 +204,16 @@ _OPTION_SCHEMAS: dict[str, dict[str, Any]] = {
     "on_error": {"type": "string", "enum": ["continue", "stop"]},
     "max_concurrency": {"type": "integer", "minimum": 1},
     "read_only": {"type": "boolean"},
+    "priority": {"type": "string", "enum": ["low", "normal", "high"]},
     "response_max_bytes": {"type": "integer", "minimum": 1024},
     "deadline_seconds": {"type": "number", "exclusiveMinimum": 0},
     "retention_seconds": {"type": "integer", "minimum": 1},
     "webhook_url": {"type": "string"},
+    "questions": {"type": "string", "description": 'The `questions` object as JSON: `{"policy":"ask"}`.'},
 }
 _LINES = (
     "JSON Lines: one call (a `Call` object) per line; the batch options as query parameters (`webhook_url` in the "
-    f"{URL_HEADER} header)."
+    f"{URL_HEADER} header, each pair of `metadata` as `{QUERY_PREFIX}<key>=<value>`)."
 )
 OPENAPI: dict[str, Any] = {
     "requestBody": {"content": {media: {"schema": {"type": "string", "description": _LINES}} for media in MEDIA_TYPES}},
@@ -213,6 +226,7 @@ OPENAPI: dict[str, Any] = {
             "description": f"With a JSON Lines body only: the batch's `{name}` (a JSON body carries its own).",
         }
         for name in OPTIONS
+        if name in _OPTION_SCHEMAS  # `metadata` comes as pairs, each a parameter of its own name
     ],
 }
 
@@ -221,7 +235,9 @@ def _misplaced(request: Request) -> list[Problem]:
     """The batch options a request with a JSON body gives outside it (in the query, or an upload's header)."""
     where = "the query and these headers take options with a JSON Lines body only"
     msg = f"a batch option goes in the JSON body ({where})"
-    misplaced = [Problem(("query", name), msg, "extra_forbidden") for name in OPTIONS if name in request.query_params]
+    named = [name for name in OPTIONS if name in request.query_params]
+    named += [name for name in request.query_params if name.startswith(QUERY_PREFIX)]
+    misplaced = [Problem(("query", name), msg, "extra_forbidden") for name in named]
     return misplaced + [
         Problem(("header", h), msg, "extra_forbidden") for h in IN_HEADERS.values() if h in request.headers
     ]

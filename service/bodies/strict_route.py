@@ -15,7 +15,7 @@ import asyncio
 import json
 from collections.abc import Callable, Coroutine
 from email.message import Message
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -35,6 +35,9 @@ UNSUPPORTED_MEDIA_TYPE = "the body must be JSON, sent with Content-Type: applica
 
 
 _UNREAD = object()
+
+
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
 
 
 class StrictJSONRequest(Request):
@@ -69,6 +72,16 @@ def has_body(request: Request) -> bool:
     return (length is not None and length.strip() not in ("", "0")) or "transfer-encoding" in request.headers
 
 
+def takes_query_prefix(prefix: str) -> Callable[[Endpoint], Endpoint]:
+    """Mark a route's endpoint as taking query parameters named `<prefix><anything>` (it reads them itself)."""
+
+    def mark(endpoint: Endpoint) -> Endpoint:
+        endpoint.query_prefix = prefix  # type: ignore[attr-defined]
+        return endpoint
+
+    return mark
+
+
 class StrictJSONRoute(APIRoute):
     """An APIRoute that parses its JSON body with `strict_json.loads` and answers 415 to a body that is not JSON."""
 
@@ -83,11 +96,12 @@ class StrictJSONRoute(APIRoute):
         takes_body = route_tree.takes_body(self)
         model = route_tree.body_model(self)
         known = route_tree.query_names(self)
+        prefix = getattr(self.endpoint, "query_prefix", None)
 
         async def strict(request: Request) -> Response:
             if takes_body and has_body(request) and not is_json(request.headers.get("content-type")):
                 return JSONResponse({"detail": UNSUPPORTED_MEDIA_TYPE}, status_code=415)
-            unknown = sorted(set(request.query_params) - known)
+            unknown = sorted(n for n in set(request.query_params) - known if not (prefix and n.startswith(prefix)))
             if unknown:  # as bodies refuse unknown fields (a misspelt `limt=` is not silently ignored)
                 detail = [
                     {"loc": ["query", n], "msg": "an unknown query parameter", "type": "extra_forbidden"}

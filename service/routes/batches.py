@@ -5,29 +5,40 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import AfterValidator
+from starlette.convertors import StringConvertor, register_url_convertor
 
+from mcp_batch.contract import list_filters
+from mcp_batch.dry_runs import DryRun
+from mcp_batch.metadata import QUERY_PREFIX
 from mcp_batch.models import (
     MAX_OFFSET,
     BatchDocument,
     BatchList,
     BatchRequest,
     BatchStatus,
-    DryRun,
     ErrorDetail,
     ItemPage,
     ItemStatus,
 )
 from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency
-from service.application import reading, submitting
+from service.application import deleting, reading, submitting
 from service.application.services import Services
 from service.auth import AUTH_RESPONSES, CallerDep
-from service.bodies import JSONLinesRoute, accepts_json_lines
+from service.bodies import JSONLinesRoute, accepts_json_lines, takes_query_prefix
 from service.deps import OwnedBatchId, ServicesDep
 
+
+class _ItemPath(StringConvertor):
+    """An item id that may hold '/', but not one ending in `/input` (the route that answers an item's question)."""
+
+    regex = r"(?:(?!/input$).)+"
+
+
+register_url_convertor("item_path", _ItemPath())
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=JSONLinesRoute, responses=AUTH_RESPONSES)
 
 _NDJSON = "application/x-ndjson"
@@ -111,16 +122,30 @@ async def _submitted(services: Services, response: Response, submitted: submitti
     return await reading.document(services, submitted.batch_id, limit=0)
 
 
-@router.post("/batches:validate", summary="Dry run: every check, each call's would-be status; nothing queued")
+@router.post(
+    "/batches:validate", summary="Dry run: every check, each call's would-be status, an estimate; nothing queued"
+)
 @accepts_json_lines
 async def validate_batch(request: BatchRequest, services: ServicesDep, caller: CallerDep) -> DryRun:
     """422 for whole-batch faults and 403 for what the key may not do, as for a submit; otherwise what would become
-    of each call."""
+    of each call, and the `estimate` of the batch's wall time: the limit that bounds it (a backend's rate limit or
+    concurrency cap, the tenant's share, the batch's max_concurrency), counting the work queued for its backends and
+    each tool's recent latency (docs/api.md, the estimate)."""
     return await submitting.dry_run(services, request, caller)
 
 
-@router.get("/batches", summary="The caller's batches, newest first")
+_TIME = f"Only batches created {{}} this time (exclusive): {list_filters.TIME_FORMAT}."
+_DATE_TIME: dict[str, Any] = {"json_schema_extra": {"format": "date-time"}}  # or epoch seconds, as it says
+
+
+@router.get(
+    "/batches",
+    summary="The caller's batches, newest first",
+    responses={422: {"description": "A parameter is malformed (each problem names it, never its value)."}},
+)
+@takes_query_prefix(QUERY_PREFIX)
 async def list_batches(
+    request: Request,
     services: ServicesDep,
     caller: CallerDep,
     status: Annotated[
@@ -128,9 +153,18 @@ async def list_batches(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Most batches in one page.")] = 50,
     cursor: Annotated[str | None, Query(pattern=r"^\d{1,20}$", description="`next_cursor` of the last page.")] = None,
+    created_after: Annotated[str | None, Query(max_length=64, description=_TIME.format("after"), **_DATE_TIME)] = None,
+    created_before: Annotated[
+        str | None, Query(max_length=64, description=_TIME.format("before"), **_DATE_TIME)
+    ] = None,
 ) -> BatchList:
-    """A page of the batches the caller's tenant submitted (finished ones until they expire), newest first."""
-    return await reading.batches(services, caller, set(status) if status else None, limit, cursor)
+    """A page of the batches the caller's tenant submitted (finished ones until they expire), newest first.
+
+    `metadata.<key>=<value>` (repeat it for more pairs: a batch must have all of them) keeps only the batches with
+    that metadata, read from an index of each pair, not from the tenant's every batch; the filters combine with each
+    other, with `status` and with the cursor."""
+    where = list_filters.filters(request.query_params.multi_items(), created_after, created_before)
+    return await reading.batches(services, caller, set(status) if status else None, limit, cursor, where)
 
 
 @router.get(
@@ -162,6 +196,24 @@ async def cancel_batch(batch_id: OwnedBatchId, services: ServicesDep) -> BatchDo
     return await reading.cancel(services, batch_id)
 
 
+@router.delete(
+    "/batches/{batch_id}",
+    status_code=204,
+    summary="Delete an ended batch, whole",
+    responses={
+        204: {"description": "Deleted: the batch, its results and its Idempotency-Key; then GET is 404."},
+        **_NOT_FOUND,
+        409: {"description": "The batch has not ended (its `status` is given): cancel it first (`cancel` names how)."},
+    },
+)
+async def delete_batch(batch_id: OwnedBatchId, services: ServicesDep) -> Response:
+    """Remove an ended batch (completed, cancelled or expired) and all it holds: its calls and results, its place in
+    the list and the metadata filters, its Idempotency-Key (free to use again) and its share of the tenant's stored
+    bytes. A completion webhook not yet delivered is dropped."""
+    await deleting.delete(services, batch_id)
+    return Response(status_code=204)
+
+
 @router.get("/recent-items", summary="The last items that finished in the caller's newest batches")
 async def recent_items(
     services: ServicesDep,
@@ -174,10 +226,10 @@ async def recent_items(
     return await reading.recent_items(services, caller, batches, per_batch)
 
 
-# `:path`: ids are the caller's data and may hold '/' ("reports/2024"); the item answers with it sent encoded
-# (%2F) or as is (a proxy may decode %2F), since nothing else lives below /items/.
+# `:item_path`: ids are the caller's data and may hold '/' ("reports/2024"); the item answers with it sent encoded
+# (%2F) or as is (a proxy may decode %2F). Only `.../input`, where an item's question is answered, lives below it.
 @router.get(
-    "/batches/{batch_id}/items/{item_id:path}",
+    "/batches/{batch_id}/items/{item_id:item_path}",
     summary="One item, whole, paging through large content",
     responses=_NOT_FOUND,
 )

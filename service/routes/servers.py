@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from mcp_batch.models import ServerInfo
+from mcp_batch.backend_info import ServerInfo
 from service.application.backends_info import ServiceState, describe_servers, service_state
 from service.auth import AUTH_RESPONSES, CallerDep
 from service.deps import ServicesDep

@@ -20,11 +20,15 @@ router = APIRouter(prefix="/v1", tags=["batches"], route_class=StrictJSONRoute, 
 _SSE = "text/event-stream"
 _SEQ = re.compile(r"[0-9]{1,18}")
 _STREAM_DOC = """Events, each `event:` and a one-line JSON `data:`:
-- `progress`: `{"status", "counts"}`, first on connecting (before the items that finished earlier), then whenever
-  they change (after each run of new items);
+- `progress`: `{"status", "counts"}`, first on connecting (before the items that finished earlier, and then with the
+  batch's `metadata` too), then whenever they change (after each run of new items);
 - `item` (with `id: <seq>`): `{"seq", "index", "id", "status", "server", "tool"}`, once per item, in finish order;
   once the batch has ended, the items that never ran (`skipped`, `cancelled`, `expired`) follow the others;
-- `end`: `{"status", "ok", "counts", "finished_at"}`, then the stream closes;
+- `item_progress`: `{"index", "id", "progress", "total", "message", "updated_at"}`, a running item's latest progress
+  as its backend reported it, each new report once (no `id:`: not resumed after a reconnect);
+- `input_required`: `{"index", "id", "request_id", "kind", "expires_at"}`, once per question a backend asks
+  (the question itself is the item's `input_request`; answer it with POST .../items/{item_id}/input);
+- `end`: `{"status", "ok", "counts", "finished_at", "metadata"}`, then the stream closes;
 - `timeout`: `{"detail", "after"}` when the stream reaches its time limit: reconnect with `Last-Event-ID`;
 - `error`: `{"detail"}` when storage fails mid-stream.
 

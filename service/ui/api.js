@@ -32,12 +32,15 @@ function headers(extra) {
   return key ? { ...extra, Authorization: `Bearer ${key}` } : { ...extra };
 }
 
-export async function request(path, { method = "GET", signal, extraHeaders = {} } = {}) {
+export async function request(path, { method = "GET", signal, extraHeaders = {}, body } = {}) {
+  const sent = body === undefined ? {} : { body: JSON.stringify(body) }; // a JSON body (an answer to a question)
+  const extra = body === undefined ? extraHeaders : { ...extraHeaders, "Content-Type": "application/json" };
   const response = await fetch(new URL(path, root), {
     method,
     signal,
-    headers: headers(extraHeaders),
+    headers: headers(extra),
     cache: "no-store",
+    ...sent,
   });
   if (response.status === 401) throw new Refused("the API key was refused");
   if (response.status === 404) throw new NotFound("not found");

@@ -1,9 +1,10 @@
 // One batch: its progress and counts moving with its event stream (no polling of the document), its items (items.js),
-// and the actions on it: cancel, retry the unsuccessful items, download the results.
-import { NotFound, download, follow, json } from "./api.js";
+// and the actions on it: cancel, retry the unsuccessful items, download the results, delete it once it has ended.
+import { NotFound, download, follow, json, request } from "./api.js";
 import { badge, confirmAction, h, number, seconds, setNotice, when } from "./dom.js";
 import { COUNTS, TERMINAL } from "./statuses.js";
 import { itemsTable } from "./items.js";
+import { questionsPanel } from "./questions.js";
 
 export function batchView(main, id, report) {
   const stream = new AbortController();
@@ -20,7 +21,9 @@ export function batchView(main, id, report) {
   const cancel = h("button", { id: "cancel", type: "button", class: "danger", hidden: true, onclick: onCancel }, "Cancel");
   const retry = h("button", { id: "retry", type: "button", hidden: true, onclick: onRetry }, "Retry unsuccessful");
   const save = h("a", { id: "download", href: "#", onclick: onDownload }, "Download results (.jsonl)");
+  const remove = h("button", { id: "delete", type: "button", class: "danger", hidden: true, onclick: onDelete }, "Delete");
   const items = itemsTable(id, report);
+  const questions = questionsPanel(id, report);
 
   const head = h(
     "section",
@@ -29,9 +32,9 @@ export function batchView(main, id, report) {
     h("div", { class: "progress-line" }, bar, percent),
     h("dl", { class: "counts", id: "counts" }, COUNTS.map((name) => h("div", {}, h("dt", {}, name), cells[name]))),
     facts,
-    h("div", { class: "actions" }, cancel, retry, save),
+    h("div", { class: "actions" }, cancel, retry, save, remove),
   );
-  main.replaceChildren(head, items.element);
+  main.replaceChildren(head, questions.element, items.element);
   start();
 
   async function start() {
@@ -44,6 +47,7 @@ export function batchView(main, id, report) {
     }
     showDocument();
     items.reload();
+    if (doc.counts.input_required) questions.refresh();
     if (!TERMINAL.has(doc.status)) listen();
   }
 
@@ -75,7 +79,10 @@ export function batchView(main, id, report) {
       showProgress(data.status, data.counts);
     } else if (name === "item") {
       items.touched(data);
+    } else if (name === "item_progress") {
+      items.progressed(data);
     }
+    if (name === "input_required" || (name === "progress" && questionsChanged(data.counts))) questions.refresh();
     if (name === "end") ended();
   }
 
@@ -89,16 +96,24 @@ export function batchView(main, id, report) {
     items.reload();
   }
 
+  let waiting = 0; // items waiting for an answer, as last counted
+  function questionsChanged(counts) {
+    const changed = (counts.input_required ?? 0) !== waiting;
+    waiting = counts.input_required ?? 0;
+    return changed;
+  }
+
   function showProgress(state, counts) {
     status.replaceChildren(badge(state));
     if (doc && !TERMINAL.has(state)) elapsed.textContent = seconds((Date.now() - Date.parse(doc.created_at)) / 1000);
-    const done = counts.total - counts.pending - counts.running;
+    const done = counts.total - counts.pending - counts.running - (counts.input_required ?? 0);
     bar.max = Math.max(counts.total, 1);
     bar.value = done;
     percent.textContent = `${number(done)} of ${number(counts.total)} (${Math.floor((100 * done) / Math.max(counts.total, 1))}%)`;
     for (const name of COUNTS) cells[name].textContent = number(counts[name]);
     cancel.hidden = TERMINAL.has(state) || state === "cancelling";
     retry.hidden = !TERMINAL.has(state) || counts.succeeded === counts.total;
+    remove.hidden = !TERMINAL.has(state);
     retry.textContent = `Retry ${number(counts.total - counts.succeeded)} unsuccessful`;
   }
 
@@ -116,6 +131,7 @@ export function batchView(main, id, report) {
       ...(doc.retry_of ? fact("Retry of", h("a", { href: `#/batch/${encodeURIComponent(doc.retry_of)}`, id: "retry-of" }, doc.retry_of)) : []),
       ...(doc.deadline_at ? fact("Deadline", when(doc.deadline_at)) : []),
       ...(doc.expires_at ? fact("Expires", when(doc.expires_at)) : []),
+      ...Object.entries(doc.metadata || {}).map(([key, value]) => fact(`Metadata ${key}`, h("span", { dataset: { meta: key } }, value))).flat(),
     );
   }
 
@@ -137,6 +153,17 @@ export function batchView(main, id, report) {
     try {
       const answer = await json(`${path}/retry`, { method: "POST" });
       location.hash = `#/batch/${encodeURIComponent(answer.id)}`;
+    } catch (error) {
+      report(error);
+    }
+  }
+
+  async function onDelete() {
+    const ok = await confirmAction("Delete this batch? Its calls and results are removed for good; a webhook not yet sent is dropped.", "Delete the batch");
+    if (!ok || stopped) return;
+    try {
+      await request(path, { method: "DELETE" });
+      location.hash = "#/batches";
     } catch (error) {
       report(error);
     }

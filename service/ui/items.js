@@ -114,10 +114,19 @@ export function itemsTable(batchId, report) {
     if (matters && state.refresh === null && !state.stopped) state.refresh = setTimeout(load, REFRESH_MS);
   }
 
+  // A running item's backend reported progress (from the event stream): the bar in its row, made or moved.
+  function progressed(event) {
+    const tr = state.onScreen.get(event.index);
+    if (!tr || tr.dataset.status !== "running") return;
+    tr.querySelector(".item-progress")?.remove();
+    tr.querySelector(".status-cell").append(progressBar(event));
+  }
+
   return {
     element,
     reload: load,
     touched,
+    progressed,
     stop() {
       state.stopped = true;
       clearTimeout(state.refresh);
@@ -165,13 +174,24 @@ function span(page) {
   return `${number(page.items.length ? page.from + 1 : 0)}–${number(last)} of ${number(page.total)}`;
 }
 
+// A small bar of what a running item's backend last reported (without a total, one that only says it moves).
+function progressBar(progress) {
+  const done = progress.total ? `${number(progress.progress)} of ${number(progress.total)}` : number(progress.progress);
+  const bar = h("progress", { class: "item-progress", title: progress.message ? `${done}: ${progress.message}` : done });
+  if (progress.total) {
+    bar.max = progress.total;
+    bar.value = Math.min(progress.progress, progress.total);
+  }
+  return bar;
+}
+
 function itemRow(item, open) {
   return h(
     "tr",
     { class: "clickable", dataset: { index: item.index, status: item.status }, onclick: open },
     h("td", { class: "num" }, item.index),
     h("td", { class: "item-id", title: item.id }, item.id),
-    h("td", { class: "status-cell" }, badge(item.status)),
+    h("td", { class: "status-cell" }, badge(item.status), item.progress && progressBar(item.progress)),
     h("td", {}, item.server),
     h("td", {}, item.tool),
     h("td", { class: "num" }, seconds(item.elapsed_seconds)),

@@ -25,7 +25,7 @@ def commands(parser: argparse.ArgumentParser, prefix: str = "") -> Iterator[tupl
 def test_every_command_and_option_has_a_description_and_names_its_default() -> None:
     found = dict(commands(build_parser()))
     assert {"dev", "api", "worker", "demo-backend", "keys new", "status"} <= set(found)
-    assert {"submit", "get", "item", "results", "list", "cancel", "retry", "validate", "watch"} <= set(found)
+    assert {"submit", "get", "item", "results", "list", "cancel", "delete", "retry", "validate", "watch"} <= set(found)
     for name, parser in found.items():
         if name == "demo-backend":
             continue  # its arguments are the demo server's own (below)

@@ -45,8 +45,9 @@ async def test_submit_prints_the_id_and_url_or_with_json_the_document(
     code, out, _ = await run_command("submit", path, env=env)
     batch_id, url = out.split()
     assert code == 0 and url == f"{service.base_url}/v1/batches/{batch_id}"
-    code, out, _ = await run_command("submit", path, "--json", "--mode", "serial", env=env)
+    code, out, _ = await run_command("submit", path, "--json", "--mode", "serial", "--priority", "high", env=env)
     assert code == 0 and json.loads(out)["mode"] == "serial"  # a flag overrides the file
+    assert json.loads(out)["priority"] == "high"
 
 
 async def test_submit_sends_a_json_lines_file_as_it_is_with_its_options_as_flags(
@@ -138,13 +139,15 @@ async def test_retry_makes_a_new_batch_of_what_failed(env: dict[str, str], clien
 async def test_validate_is_the_dry_run(env: dict[str, str], tmp_path: Path) -> None:
     good = write(tmp_path, "good.json", json.dumps({"calls": [ECHO, ECHO | {"id": "x"}]}))
     code, out, _ = await run_command("validate", good, env=env)
-    assert (code, out) == (0, "valid: all 2 calls would be dispatched\n")
+    unknown = "estimate: unknown (no limit applies and no call latency is known yet)"
+    assert (code, out) == (0, f"valid: all 2 calls would be dispatched\n{unknown}\n")
     bad = write(tmp_path, "bad.jsonl", json_lines([ECHO, {"id": "odd", "server": "demo", "tool": "no_such_tool"}]))
     code, out, _ = await run_command("validate", bad, env=env)
     assert code == 3 and out.splitlines()[0] == "1 of 2 calls would not be dispatched:"
     assert out.splitlines()[2].split()[:3] == ["1", "odd", "unknown_tool"]
-    code, out, _ = await run_command("validate", bad, "--json", env=env)
+    code, out, _ = await run_command("validate", bad, "--json", "--priority", "low", env=env)
     assert code == 3 and json.loads(out)["valid"] is False
+    assert json.loads(out)["estimate"]["unknown_latency"] == ["demo/echo"]
     invalid = write(tmp_path, "invalid.json", json.dumps({"calls": [ECHO, ECHO | {"id": "0"}]}))
     code, _, err = await run_command("validate", invalid, env=env)
     assert code == 2 and "call 1, field 'id': duplicate id" in err
@@ -169,3 +172,28 @@ async def test_watch_follows_the_batch_to_its_end_and_resumes_after_a_seq(
     assert events[-1]["event"] == "end" and events[-1]["data"]["ok"] is False
     code, out, _ = await run_command("watch", batch_id, "--failures", env=env)
     assert [line.split()[2] for line in out.splitlines()[:-1]] == ["bad"]
+
+
+async def test_meta_tags_a_submit_list_filters_by_it_and_delete_removes_an_ended_batch(
+    env: dict[str, str], client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    path = write(tmp_path, "calls.jsonl", json_lines([ECHO]))
+    code, out, err = await run_command("submit", path, "--meta", "job=nightly", "--meta", "when=a=b", "--json", env=env)
+    assert code == 0, err
+    tagged = json.loads(out)
+    assert tagged["metadata"] == {"job": "nightly", "when": "a=b"}
+    await run_batch(client, [ECHO])
+    code, out, _ = await run_command("list", "--meta", "job=nightly", "--json", env=env)
+    assert code == 0 and [b["id"] for b in json.loads(out)["batches"]] == [tagged["id"]]
+    code, out, _ = await run_command("list", "--after", "2999-01-01T00:00:00Z", env=env)
+    assert code == 0 and "no batches that match" in out
+    code, _, err = await run_command("list", "--meta", "nightly", env=env)
+    assert code == 2 and "KEY=VALUE" in err
+    running = await submit(client, [{"server": "demo", "tool": "sleep", "arguments": {"seconds": 30}}])
+    code, _, err = await run_command("delete", running["id"], env=env)
+    assert code == 1 and "only an ended batch can be deleted" in err and f"mcp-batch cancel {running['id']}" in err
+    await finished(client, tagged["id"])
+    code, out, _ = await run_command("delete", tagged["id"], env=env)
+    assert code == 0 and out == f"batch {tagged['id']} deleted\n"
+    assert (await client.get(f"/v1/batches/{tagged['id']}")).status_code == 404
+    await client.post(f"/v1/batches/{running['id']}/cancel")

@@ -97,6 +97,7 @@ async def test_another_tenants_batch_is_404_on_every_route(base_url: str) -> Non
             ("GET", f"/v1/batches/{batch_id}/events"),
             ("POST", f"/v1/batches/{batch_id}/cancel"),
             ("POST", f"/v1/batches/{batch_id}/retry"),
+            ("DELETE", f"/v1/batches/{batch_id}"),
         ]:
             theirs = await beta.request(method, path)
             missing = await beta.request(method, path.replace(batch_id, "0" * 32))

@@ -168,10 +168,13 @@ EVERY_SETTING: dict[str, Any] = {
     "on_error": "stop",
     "max_concurrency": 5,
     "read_only": False,
+    "priority": "high",
     "response_max_bytes": 4_096,
     "deadline_seconds": 12.5,
     "retention_seconds": 77,
     "webhook_url": "https://hooks.example.com/h?token=x",
+    "metadata": {"job": "nightly"},
+    "questions": {"policy": "ask", "wait_seconds": 9.5},
 }
 
 

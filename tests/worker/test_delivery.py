@@ -32,7 +32,7 @@ from tests.webhook_receiver import Received, Receiver, webhook_receiver  # noqa:
 pytestmark = pytest.mark.timeout(90)
 
 SECRET = "s3cret-for-tests"
-SUMMARY_FIELDS = {"id", "status", "ok", "counts", "failed_ids", "created_at", "finished_at", "retry_of"}
+SUMMARY_FIELDS = {"id", "status", "ok", "counts", "failed_ids", "created_at", "finished_at", "retry_of", "metadata"}
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ async def test_a_webhook_is_delivered_once_signed_with_the_summary(
 ) -> None:
     calls = [{"id": "good", "server": "demo", "tool": "echo"}, {"id": "bad", "server": "demo", "tool": "fail"}]
     url = receiver.url("/hooks/done?token=t0ps3cret")
-    submitted = await submit(client, calls, webhook_url=url)
+    submitted = await submit(client, calls, webhook_url=url, metadata={"job": "nightly"})
     assert submitted["webhook"] == {"status": "pending", "attempts": 0}
     document = await finished(client, submitted["id"])
     [request] = await receiver.received(1)
@@ -83,6 +83,7 @@ async def test_a_webhook_is_delivered_once_signed_with_the_summary(
     assert body["id"] == document["id"] and body["status"] == "completed" and body["ok"] is False
     assert body["counts"] == document["counts"] and body["failed_ids"] == ["bad"]
     assert body["finished_at"] == document["finished_at"] and body["retry_of"] is None
+    assert body["metadata"] == {"job": "nightly"}
     assert await webhook_state(client, document["id"], "delivered") == {"status": "delivered", "attempts": 1}
     response = await client.get(f"/v1/batches/{document['id']}")
     assert "t0ps3cret" not in response.text and "/hooks/" not in response.text

@@ -1,5 +1,6 @@
 """The shard job's feeder against the real Redis: claims for waiting lanes, read-ahead while calls are fast, records
-stored without a lane asking, and claims held unrun given back at a halt or the end."""
+stored without a lane asking, claims held unrun given back at a halt or the end, and what readers and a take-over
+learn of the claims it holds."""
 
 from __future__ import annotations
 
@@ -7,14 +8,18 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+import httpx
+import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchStatus, Mode, OnError
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
-from tests.mcp_batch.store.stored import batch, create
-from tests.support import eventually
+from mcp_batch.store.claims import Claim
+from tests.mcp_batch.store.stored import batch, create, read_document
+from tests.support import eventually, stamps, submit
+from worker import feeder as feeder_module
 from worker.feeder import Feeder, reads_ahead
 
 
@@ -105,12 +110,92 @@ async def test_a_cancel_stops_the_lanes_and_ends_the_batch_once_claims_in_hand_a
     await feeder.close()
 
 
+async def test_the_last_records_of_a_read_ahead_batch_are_stored_at_once(
+    redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(feeder_module, "_LINGER", 3600.0)  # a record left to linger would never be stored here
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(12))
+    feeder = Feeder(store.claims, batch_id, job, lanes=2, read_ahead=True)
+    await run_items(feeder, 11)  # fast calls: read ahead, until the cursor reaches the end
+    claim = await feeder.next()
+    assert claim is not None
+    feeder.finish(claim, fast())
+    await eventually(lambda: _status(store, batch_id, "completed"), what="the batch completed", timeout=5)
+
+
+async def test_claims_held_in_hand_count_as_pending_not_running(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(40))
+    feeder = Feeder(store.claims, batch_id, job, lanes=2, read_ahead=True)
+    await run_items(feeder, 2)  # the lanes' first calls set the pace: fast, so claims are read ahead
+    claim = await _held_beside(store, feeder, batch_id)
+    document = await read_document(store, batch_id)
+    in_hand = int(await redis.hlen(Keys().inflight(batch_id)))
+    assert in_hand > 2  # read ahead: more claimed than the lanes can run
+    assert document.counts.running <= 2, document.counts  # at most a call per lane
+    assert document.counts.running == 1 and document.counts.pending == 40 - 2 - 1
+    statuses = {item.index: item.status for item in document.results}
+    assert statuses[claim.index] == "running"
+    assert any(statuses[index] == "pending" for index in range(claim.index + 1, 40))
+    feeder.finish(claim, fast())
+    await feeder.close()
+
+
+async def test_a_take_over_sends_claims_held_unsent_on_without_the_recovered_flag(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(40))
+    feeder = Feeder(store.claims, batch_id, job, lanes=2, read_ahead=True)
+    await run_items(feeder, 2)
+    claim = await _held_beside(store, feeder, batch_id)  # sent: its call is in flight when the worker dies
+    held = (await store.reads.row(batch_id)).held
+    # The worker dies (nothing more from this feeder); its lease lapses and a sweep takes the job over.
+    await redis.zadd(Keys().jobs, {job: 0})
+    new_job = f"{job}-next"
+    assert await store.leases.take_over(batch_id, job, new_job) == "replaced"
+    step = await store.claims.step(batch_id, new_job, [], 40)
+    flags = {again.index: again.recovered for again in step.claims}
+    assert flags[claim.index] is True  # it may have reached its backend
+    assert held and all(flags[index] is False for index in held)  # never sent
+    row = await store.reads.row(batch_id)
+    assert not row.held and row.busy is None  # the dead job's marks went with it (the new one told none)
+
+
+async def test_a_read_ahead_batch_never_shows_more_running_than_its_concurrency(
+    client: httpx.AsyncClient, redis: aioredis.Redis
+) -> None:
+    batch_id = (await submit(client, stamps("demo", 400), max_concurrency=4))["id"]
+    running, in_hand = [], []
+
+    async def ended() -> bool:
+        document = (await client.get(f"/v1/batches/{batch_id}", params={"limit": 0})).json()
+        running.append(document["counts"]["running"])
+        in_hand.append(int(await redis.hlen(Keys().inflight(batch_id))))
+        return bool(document["status"] == "completed")
+
+    await eventually(ended, what="the batch completed", timeout=60)
+    assert max(in_hand) > 4, in_hand  # claims were read ahead: more in hand than can run
+    assert max(running) <= 4, running
+
+
 def test_read_ahead_is_only_for_read_only_concurrent_batches_that_go_on_after_errors() -> None:
     meta = _meta()
     assert reads_ahead(meta)
     assert not reads_ahead(replace(meta, read_only=False))
     assert not reads_ahead(replace(meta, mode=Mode.serial))
     assert not reads_ahead(replace(meta, on_error=OnError.stop))
+
+
+async def _held_beside(store: Store, feeder: Feeder, batch_id: str) -> Claim:
+    """A claim taken by a lane (its call running), once the feeder has told the store of claims it holds unsent."""
+    claim = await feeder.next()
+    assert claim is not None
+    await eventually(lambda: _some_held(store, batch_id), what="claims declared held unsent", timeout=5)
+    return claim
+
+
+async def _some_held(store: Store, batch_id: str) -> bool:
+    return bool((await store.reads.row(batch_id)).held)
 
 
 async def _inflight(redis: aioredis.Redis, batch_id: str, more_than: int) -> bool:

@@ -2,8 +2,9 @@
 API key check). Inside:
 
     server.py       the MCP server and its routes
-    tools.py        the five batch tools, over the application layer; arguments.py their arguments, one model each
+    tools.py        the seven batch tools, over the application layer; arguments.py their arguments, one model each
     tasks.py        batches as MCP tasks (the tasks extension); task_view.py a document as a task
+    listen.py       pushed task status: subscriptions/listen with taskIds
     proxy.py        every backend tool a key may call, listed as `server__tool`
     render.py       what a tool answers: compact JSON, the structured content once
     strict.py       unknown arguments refused, errors that name each problem and never a value

@@ -15,7 +15,8 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mcp_batch.models import MAX_DEADLINE_SECONDS, MAX_OFFSET, BatchRequest, Call, Mode, OnError
+from mcp_batch.models import MAX_DEADLINE_SECONDS, MAX_OFFSET, BatchRequest, BatchStatus, Call, Mode, OnError, Priority
+from mcp_batch.questions import QuestionSettings
 from mcp_batch.store.idempotency import MAX_KEY_LENGTH
 
 A = TypeVar("A", bound=BaseModel)
@@ -38,12 +39,16 @@ class BatchArguments(BaseModel):
     on_error: Annotated[OnError, Field(description=_about("on_error"))] = OnError.continue_
     max_concurrency: Annotated[int | None, Field(ge=1, description=_about("max_concurrency"))] = None
     read_only: Annotated[bool, Field(description=_about("read_only"))] = True
+    priority: Annotated[Priority, Field(description=_about("priority"))] = Priority.normal
     response_max_bytes: Annotated[int | None, Field(ge=1024, description=_about("response_max_bytes"))] = None
     deadline_seconds: Annotated[
         float | None, Field(gt=0, le=MAX_DEADLINE_SECONDS, description=_about("deadline_seconds"))
     ] = None
     retention_seconds: Annotated[int | None, Field(ge=1, description=_about("retention_seconds"))] = None
     webhook_url: Annotated[str | None, Field(description=_about("webhook_url"))] = None
+    metadata: Annotated[dict[str, str] | None, Field(description=_about("metadata"))] = None
+    # None: the door's default (`ask` for a client that took tasks, which can answer; `decline` otherwise)
+    questions: Annotated[QuestionSettings | None, Field(description=_about("questions"))] = None
     idempotency_key: Annotated[
         str | None,
         Field(
@@ -85,6 +90,12 @@ def configured(model: type[A], description: str, default: float) -> type[A]:
     return create_model(model.__name__, __base__=model, wait_seconds=(Annotated[float, wait], default))
 
 
+class DeleteBatchArguments(_Reading):
+    """delete_batch's: the ended batch to delete."""
+
+    batch_id: BatchIdArg
+
+
 class GetItemArguments(_Reading):
     """get_item's: one item of a batch, and where in its content to start."""
 
@@ -98,6 +109,18 @@ class GetItemArguments(_Reading):
             pattern=r"^[A-Za-z0-9_-]+$",
             description="The `next_cursor` of a truncated copy of this item, or of the page before.",
         ),
+    ] = None
+
+
+class ListBatchesArguments(_Reading):
+    """list_batches': which of the caller's batches, and where the page starts."""
+
+    status: Annotated[
+        list[BatchStatus] | None, Field(description="Only batches in these statuses (any of them); all when left out.")
+    ] = None
+    limit: Annotated[int, Field(ge=1, le=1000, description="Most batches in one page.")] = 50
+    cursor: Annotated[
+        str | None, Field(pattern=r"^\d{1,20}$", description="The `next_cursor` of the page before (older batches).")
     ] = None
 
 

@@ -18,8 +18,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, Tool, ToolAnnotations
 
+from mcp_batch.backend_info import ToolInfo
 from mcp_batch.backends.servers_file import PROXY_SEPARATOR as SEPARATOR
-from mcp_batch.models import ToolInfo
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import Caller
 from service.application.direct_calls import visible_tools

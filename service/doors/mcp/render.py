@@ -14,7 +14,16 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
-from mcp_batch.models import FAILED_ITEM, TERMINAL_BATCH, BatchDocument, ItemPage, ItemResult, ItemStatus, ServerInfo
+from mcp_batch.backend_info import ServerInfo
+from mcp_batch.models import (
+    FAILED_ITEM,
+    TERMINAL_BATCH,
+    BatchDocument,
+    BatchList,
+    ItemPage,
+    ItemResult,
+    ItemStatus,
+)
 
 
 def compact(value: Any) -> str:
@@ -51,6 +60,12 @@ def item_result(item: ItemPage) -> CallToolResult:
 def listing_result(servers: list[ServerInfo]) -> CallToolResult:
     """The list_servers tool's answer: `{"result": [...]}` (the SDK's shape for a list), compact."""
     content = {"result": [server.model_dump(mode="json") for server in servers]}
+    return CallToolResult(content=[TextContent(type="text", text=compact(content))], structured_content=content)
+
+
+def batches_result(listing: BatchList) -> CallToolResult:
+    """The list_batches tool's answer: the page of batches and its `next_cursor`, compact."""
+    content = listing.model_dump(mode="json")
     return CallToolResult(content=[TextContent(type="text", text=compact(content))], structured_content=content)
 
 

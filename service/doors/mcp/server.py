@@ -20,8 +20,9 @@ from mcp_batch.settings import Settings
 from mcp_batch.tenants import KeyRing
 from service.application.services import Services
 from service.auth import Authenticated
+from service.doors.mcp.listen import TaskListen
 from service.doors.mcp.proxy import ProxyTools
-from service.doors.mcp.tasks import BatchTasks, listen_gate
+from service.doors.mcp.tasks import BatchTasks
 from service.doors.mcp.tools import BatchTools
 from service.doors.mcp.unauthorized import jsonrpc_unauthorized
 
@@ -35,7 +36,7 @@ _INSTRUCTIONS = (
 def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MCPServer:
     """The MCP server whose tools run batches through `services()` (read per call: the lifespan builds them)."""
     proxy = ProxyTools(services, settings) if settings.mcp_proxy else None
-    middleware: list[ServerMiddleware[object]] = [listen_gate]
+    middleware: list[ServerMiddleware[object]] = [TaskListen(services, settings.mcp_task_poll_ms)]
     if proxy is not None:
         middleware.append(proxy.listing)
     return MCPServer(

@@ -13,10 +13,11 @@ not, or that declared it on an earlier request only, never gets one):
 
 The batch is stored before its task is answered, so a `tasks/get` for it resolves at once. `tasks/get` reads the
 batch (after `Services.owned`: another tenant's id answers exactly as an unknown one, -32602), `tasks/cancel` cancels
-it as `POST /v1/batches/{id}/cancel` does and acknowledges any id, `tasks/update` acknowledges (no task ever asks
-for input). No `requestState` is issued, and one sent is never acted on. Status notifications: none (the revision
-puts them on `subscriptions/listen`, whose SDK handler cannot carry task ids); a listen asking for task ids without
-the capability is refused (-32021) by `listen_gate`.
+it as `POST /v1/batches/{id}/cancel` does and acknowledges any id. A batch whose item waits for an answer is
+`input_required`, its questions in `inputRequests` (keyed by question id); `tasks/update` `inputResponses` answers
+them as `POST /v1/batches/{id}/items/{item_id}/input` does. A client that takes tasks can answer, so its batches
+ask by default (`questions.policy: ask`). No `requestState` is issued, and one sent is never acted on. Status
+notifications come on `subscriptions/listen` with `taskIds`, served at the door (listen.py).
 """
 
 from __future__ import annotations
@@ -35,16 +36,16 @@ from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolRequestParams, Cal
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from redis.exceptions import RedisError
 
-from mcp_batch.errors import BatchAlreadyFinished, BatchNotFound
+from mcp_batch.errors import BatchAlreadyFinished, BatchNotFound, Forbidden, InvalidBatch
 from mcp_batch.models import TERMINAL_BATCH, BatchStatus
 from mcp_batch.settings import Settings
-from service.application import direct_calls, reading
+from service.application import direct_calls, questions, reading
 from service.application.services import Services, owned
 from service.auth import current_caller
 from service.doors.mcp.proxy import ProxyTools
 from service.doors.mcp.render import direct_result, document_result
 from service.doors.mcp.strict import tool_errors
-from service.doors.mcp.task_view import task_view
+from service.doors.mcp.task_view import asking_view, task_view
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class TaskParams(RequestParams):
 
 
 class UpdateParams(TaskParams):
-    """Params of tasks/update; this server never asks for input, so every response is ignored."""
+    """Params of tasks/update: the answers to the task's `inputRequests`, by their keys."""
 
     input_responses: dict[str, Any] | None = None
 
@@ -98,6 +99,7 @@ class BatchTasks(Extension):
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         target = self._proxy.target(params.name, current_caller.get()) if self._proxy is not None else None
+        questions.answerable.set(opted_in(ctx))  # a client that takes tasks can answer its batch's questions
         if target is not None:
             return await self._direct(target[0], target[1], params.arguments or {}, opted_in(ctx))
         if params.name not in ("call_tools_batch", "submit_batch") or not opted_in(ctx):
@@ -149,7 +151,10 @@ class BatchTasks(Extension):
         try:
             batch_id = await owned(services, params.task_id, current_caller.get())
             document = await reading.document(services, batch_id, limit=1)
-            view = task_view(document, self._settings.mcp_task_poll_ms)
+            running = await reading.progress(services, batch_id) if document.counts.running else []
+            view = task_view(document, self._settings.mcp_task_poll_ms, running)
+            if document.counts.input_required:
+                view |= asking_view(await questions.waiting(services, batch_id))
             if document.status in (BatchStatus.completed, BatchStatus.expired):
                 view["result"] = (
                     await self._result(services, batch_id, direct_calls.is_one_call(document))
@@ -181,21 +186,23 @@ class BatchTasks(Extension):
         return {"resultType": "complete"}
 
     async def update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> HandlerResult:
-        """Acknowledged: no task of this server ever waits for input."""
+        """Answer the task's input requests (as POST .../items/{item_id}/input does); acknowledged for any id, and
+        a key naming no waiting request is passed over. -32602 names a response that does not fit its request."""
         require_client_extension(ctx, TASKS)
+        services = self._services()
+        try:
+            await questions.answer_responses(
+                services, current_caller.get(), params.task_id, params.input_responses or {}
+            )
+        except BatchNotFound:
+            pass
+        except (InvalidBatch, Forbidden) as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        except RedisError as exc:
+            raise _storage_error(exc) from None
         return {"resultType": "complete"}
 
 
 def _storage_error(exc: RedisError) -> MCPError:
     logger.error("Redis error in a task request: %s", type(exc).__name__)
     return MCPError(code=INTERNAL_ERROR, message=_STORAGE)
-
-
-async def listen_gate(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """A `subscriptions/listen` asking for task ids without the capability is refused (-32021); the SDK's handler
-    would drop the ids silently."""
-    if ctx.method == "subscriptions/listen":
-        notifications = (ctx.params or {}).get("notifications")
-        if isinstance(notifications, dict) and notifications.get("taskIds"):
-            require_client_extension(ctx, TASKS)
-    return await call_next(ctx)

@@ -1,9 +1,11 @@
-"""The MCP door's five tools over the application layer, the same use cases the REST routes call.
+"""The MCP door's seven tools over the application layer, the same use cases the REST routes call.
 
 `call_tools_batch` and `submit_batch` submit through `submitting.submit`, so a batch is validated, stored, queued and
-run by the workers exactly as one POSTed to `/v1/batches` is; `get_batch`, `get_item` and `list_servers` read
-through `reading` and `backends_info`. Each tool's arguments are one model (arguments.py); what it answers is
-compact JSON (render.py); core errors are tool errors naming each problem, never a value (strict.py).
+run by the workers exactly as one POSTed to `/v1/batches` is; `get_batch`, `get_item`, `list_batches` (the task
+inbox: a client that lost its task ids finds its batches again, as `GET /v1/batches` lists them) and `list_servers`
+read through `reading` and `backends_info`; `delete_batch` deletes through `deleting`. Each tool's arguments are one
+model (arguments.py); what it answers is compact JSON (render.py); core errors are tool errors naming each problem,
+never a value (strict.py).
 """
 
 from __future__ import annotations
@@ -13,25 +15,29 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
 
-from mcp_batch.models import BatchDocument, ItemPage, ServerInfo
+from mcp_batch.backend_info import ServerInfo
+from mcp_batch.models import BatchDocument, BatchList, ItemPage
 from mcp_batch.settings import Settings
 from mcp_batch.store.idempotency import check_key
-from service.application import reading, submitting
+from service.application import deleting, reading, submitting
 from service.application.backends_info import describe_servers
 from service.application.services import Services, owned
 from service.auth import current_caller
 from service.doors.mcp.arguments import (
     BatchArguments,
     CallArguments,
+    DeleteBatchArguments,
     GetBatchArguments,
     GetItemArguments,
+    ListBatchesArguments,
     NoArguments,
     configured,
     tool_function,
 )
-from service.doors.mcp.render import document_result, item_result, listing_result
+from service.doors.mcp.render import batches_result, compact, document_result, item_result, listing_result
 from service.doors.mcp.strict import StrictTool, tool_errors
 from service.doors.mcp.tasks import wait_cap
 
@@ -66,7 +72,17 @@ failed. `results` holds what `response_max_bytes` allows: `next_offset` pages on
 `truncated` (get_item reads it whole). Unknown arguments, and a malformed batch (no calls, duplicate ids, too many \
 calls), are refused whole, naming each problem; nothing is run."""
 
+# Deleting an ended batch: it removes this service's own data, the same again finds nothing to delete.
+_DELETES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
 _DOCUMENT = Annotated[CallToolResult, BatchDocument]
+
+
+class Deleted(BaseModel):
+    """delete_batch's answer."""
+
+    id: str = Field(description="The batch deleted.")
+    deleted: bool = True
 
 
 class BatchTools:
@@ -83,6 +99,7 @@ class BatchTools:
 
         def tool(name: str, model: type[Any], run: Callable[[Any], Any], returns: Any, about: str) -> StrictTool:
             annotations = _RUNS_TOOLS if issubclass(model, BatchArguments) else _READS
+            annotations = _DELETES if model is DeleteBatchArguments else annotations
             return StrictTool.build(tool_function(name, model, run, returns), about, annotations)
 
         call = configured(
@@ -131,6 +148,16 @@ class BatchTools:
                 "first).",
             ),
             tool(
+                "list_batches",
+                ListBatchesArguments,
+                self.list_batches,
+                Annotated[CallToolResult, BatchList],
+                "The caller's batches, newest first (as GET /v1/batches): each one's `id` (also its task id), "
+                "`status`, item counts and times, a page at a time (`next_cursor`: pass it as `cursor` for older "
+                f"ones), optionally only those in some `status`es. Finished batches are listed for {kept} h; for "
+                "finding a batch whose id was lost.",
+            ),
+            tool(
                 "list_servers",
                 NoArguments,
                 self.list_servers,
@@ -138,6 +165,16 @@ class BatchTools:
                 "The backends a batch can call: each one's name, transport, timeout, limits and their current use, "
                 "and its tools with input schemas and annotations (readOnlyHint: runs in a read_only batch). A "
                 "backend that cannot be reached is listed with `tools: null` and `tools_error`.",
+            ),
+            tool(
+                "delete_batch",
+                DeleteBatchArguments,
+                self.delete_batch,
+                Annotated[CallToolResult, Deleted],
+                "Delete an ended batch (completed, cancelled or expired) whole, as DELETE /v1/batches/{id}: its calls "
+                "and results, its place in the listing, its idempotency key and its stored bytes; a completion "
+                "webhook not yet delivered is dropped. A batch still queued or running is refused (naming its "
+                "status): cancel it first. Afterwards get_batch finds no such batch.",
             ),
         ]
 
@@ -174,6 +211,22 @@ class BatchTools:
             services = self._services()
             await owned(services, arguments.batch_id, current_caller.get())
             return item_result(await reading.item(services, arguments.batch_id, arguments.item_id, arguments.cursor))
+
+    async def list_batches(self, arguments: ListBatchesArguments) -> CallToolResult:
+        with tool_errors():
+            statuses = set(arguments.status) if arguments.status else None
+            listing = await reading.batches(
+                self._services(), current_caller.get(), statuses, arguments.limit, arguments.cursor
+            )
+            return batches_result(listing)
+
+    async def delete_batch(self, arguments: DeleteBatchArguments) -> CallToolResult:
+        with tool_errors():
+            services, batch_id = self._services(), arguments.batch_id
+            await owned(services, batch_id, current_caller.get())
+            await deleting.delete(services, batch_id)
+            content = Deleted(id=batch_id).model_dump(mode="json")
+            return CallToolResult(content=[TextContent(type="text", text=compact(content))], structured_content=content)
 
     async def list_servers(self, arguments: NoArguments) -> CallToolResult:
         with tool_errors():

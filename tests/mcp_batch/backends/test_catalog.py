@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
+from mcp_batch.backend_info import ToolInfo
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.servers_file import Registry
 from mcp_batch.keys import Keys
-from mcp_batch.models import ToolInfo
 
 
 async def test_a_cached_list_is_served_without_asking_the_backend_even_when_empty(redis: aioredis.Redis) -> None:

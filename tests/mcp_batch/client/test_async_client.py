@@ -72,3 +72,28 @@ async def test_a_retry_takes_settings_that_replace_the_batch_s_and_checks_them_f
         with pytest.raises(InvalidRequest) as bad:
             await client.retry(failed.id, mode="sideways", no_such_setting=1)
         assert sorted(p.loc for p in bad.value.problems) == [("mode",), ("no_such_setting",)]
+
+
+async def test_metadata_on_submit_and_upload_the_list_filters_and_delete(service: ServiceHandle) -> None:
+    async with AsyncClient(service.base_url) as client:
+        tagged = await client.submit([ECHO], metadata={"job": "nightly"})
+        uploaded = await client.upload(json.dumps(ECHO).encode() + b"\n", metadata={"job": "nightly", "n": "2"})
+        other = await client.submit([ECHO], metadata={"job": "hourly"})
+        assert tagged.metadata == {"job": "nightly"} and uploaded.metadata == {"job": "nightly", "n": "2"}
+        listed = await client.list(metadata={"job": "nightly"})
+        assert [b.id for b in listed.batches] == [uploaded.id, tagged.id]
+        assert [b.id for b in (await client.list(metadata={"job": "nightly", "n": "2"})).batches] == [uploaded.id]
+        after = [b.id for b in (await client.list(created_after=tagged.created_at)).batches]
+        assert after == [other.id, uploaded.id]
+        with pytest.raises(InvalidRequest) as bad:
+            await client.list(created_before="soon")
+        assert bad.value.problems[0].loc == ("query", "created_before")
+        running = await client.submit([{"server": "demo_http", "tool": "sleep", "arguments": {"seconds": 30}}])
+        with pytest.raises(Conflict) as refused:
+            await client.delete(running.id)
+        assert refused.value.batch_status in {"queued", "running"}
+        await client.wait(tagged.id, timeout=60)
+        await client.delete(tagged.id)
+        with pytest.raises(NotFound):
+            await client.get(tagged.id)
+        await client.cancel(running.id)

@@ -208,3 +208,18 @@ async def test_a_429_is_asked_again_after_its_retry_after(settings: Settings) ->
         refused, waited, second = await in_thread(scenario)
     assert refused.status_code == 429 and refused.retry_after == 1.0
     assert waited >= 1.0 and second.counts.total == 1
+
+
+async def test_metadata_the_list_filters_and_delete(service: ServiceHandle) -> None:
+    def scenario() -> None:
+        with Client(service.base_url) as client:
+            tagged = client.submit([ECHO], metadata={"job": "nightly"})
+            client.submit([ECHO])
+            assert [b.id for b in client.list(metadata={"job": "nightly"}).batches] == [tagged.id]
+            client.wait(tagged.id, timeout=60)
+            client.delete(tagged.id)
+            assert client.list(metadata={"job": "nightly"}).batches == []
+            with pytest.raises(NotFound):
+                client.delete(tagged.id)
+
+    await in_thread(scenario)

@@ -14,9 +14,12 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
+from mcp_batch.backends.priority import Priorities
 from mcp_batch.errors import ConfigError
 from mcp_batch.keys import Keys
+from mcp_batch.models import Priority
 from mcp_batch.settings import Settings
+from mcp_batch.store import Store
 from mcp_batch.store.connection import connect, control_pool
 from tests.redis_cluster import ClusterServers
 from tests.redis_server import ENGINES
@@ -171,6 +174,51 @@ async def _records(settings: Settings, batch_id: str) -> list[dict[str, Any]]:
     data = await connect(settings.data_redis_url, settings)
     try:
         return [json.loads(r) for r in await data.hvals(Keys().results(batch_id))]
+    finally:
+        await data.aclose()
+
+
+async def test_metadata_priority_the_estimate_and_delete_on_the_cluster(
+    client: httpx.AsyncClient, cluster: ClusterServers
+) -> None:
+    tagged = (await submit(client, echoes(3), metadata={"job": "nightly"}, priority="high"))["id"]
+    assert (await finished(client, tagged))["ok"]
+    slow = [{"id": f"s{i}", "server": "demo", "tool": "sleep", "arguments": {"seconds": 0.5}} for i in range(20)]
+    running = (await submit(client, slow, max_concurrency=1))["id"]
+    dry = (await client.post("/v1/batches:validate", json={"calls": slow})).json()["estimate"]
+    assert dry["backends"][0]["queued_ahead"] > 0  # the live batch, found on the control plane, read on the data
+    listed = (await client.get("/v1/batches", params={"metadata.job": "nightly"})).json()["batches"]
+    assert [b["id"] for b in listed] == [tagged]
+    assert (await client.delete(f"/v1/batches/{running}")).status_code == 409
+    assert (await client.post(f"/v1/batches/{running}/cancel")).status_code in (200, 202)
+    await finished(client, running)
+    for batch_id in (tagged, running):
+        assert (await client.delete(f"/v1/batches/{batch_id}")).status_code == 204
+        assert (await client.get(f"/v1/batches/{batch_id}")).status_code == 404
+        with cluster.master_of(Keys().batch(batch_id)).client() as node:
+            assert node.exists(Keys().batch(batch_id), Keys().calls(batch_id), Keys().results(batch_id)) == 0
+    assert (await client.get("/v1/batches", params={"metadata.job": "nightly"})).json()["batches"] == []
+    assert (await client.get("/v1/batches")).json()["batches"] == []
+
+
+async def test_questions_progress_and_priority_holds_touch_one_slot_each(
+    on_cluster: Settings, redis: aioredis.Redis, cluster: ClusterServers
+) -> None:
+    assert on_cluster.data_redis_url is not None
+    data = await connect(on_cluster.data_redis_url, on_cluster)
+    try:
+        store, keys = Store.from_settings(data, on_cluster, control=redis), Keys()
+        await store.questions.ask("b1", 0, b'{"id": "q1"}', 5)
+        assert await store.questions.answer("b1", 0, "q1", b'{"ok": 1}', 5)
+        assert await store.questions.take("b1", 0, "q1", withdraw=True) == b'{"ok": 1}'
+        await store.progress.put("b1", 2, {"progress": 1})
+        assert await store.progress.every("b1") == {2: {"progress": 1}}
+        servers = ["counted", "capped", "limited"]
+        assert len({cluster.master_of(keys.priority(s, "t")).port for s in servers}) > 1  # on several masters
+        await Priorities(data, keys).hold(servers, "t", Priority.high, "job-1", 5)
+        assert all([await data.hlen(keys.priority(s, "t")) == 1 for s in servers])
+        await Priorities(data, keys).release(servers, "t", Priority.high, "job-1")
+        assert all([await data.hlen(keys.priority(s, "t")) == 0 for s in servers])
     finally:
         await data.aclose()
 

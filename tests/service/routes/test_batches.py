@@ -49,6 +49,7 @@ async def test_a_batch_runs_on_both_transports_and_aggregates_results(client: ht
         "pending": 0,
         "running": 0,
         "skipped": 0,
+        "input_required": 0,
         "cancelled": 0,
         "expired": 0,
     }

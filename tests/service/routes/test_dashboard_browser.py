@@ -1,8 +1,8 @@
 """The dashboard at /ui in a real browser: Debian's chromium, driven by Playwright, against the real API and worker
 and the demo backend over stdio and HTTP. Batches are submitted through REST, as a client would, and followed on the
 page: progress and counts from the event stream without a reload, the failed items, one item whole, cancel, retry,
-the results' download, the backends, keys and tenants, a phone's width. A screenshot of the batch page is saved per
-run (MCP_BATCH_TEST_ARTIFACTS, else the test's tmp_path).
+delete, the results' download, the backends, keys and tenants, a phone's width. A screenshot of the batch page is
+saved per run (MCP_BATCH_TEST_ARTIFACTS, else the test's tmp_path).
 
 Without /usr/bin/chromium these tests skip (install the Debian package `chromium`), except in CI, where they fail.
 `MCP_BATCH_TEST_DASHBOARD_SCALE=1` adds the load time of a 100,000-item batch and a screenshot of a 1,000-item one.
@@ -385,3 +385,31 @@ async def first_page_times(page: Page, base_url: str, batch_id: str, rounds: int
         mark = "() => performance.getEntriesByName('mcp-batch:first-items')[0].startTime"
         times.append(float(await page.evaluate(mark)))
     return times
+
+
+async def test_an_ended_batch_is_deleted_from_the_page_after_confirmation(
+    service: ServiceHandle, client: httpx.AsyncClient, browser: Browser
+) -> None:
+    page, problems = await open_page(browser)
+    running = await submit(client, calls(2, seconds=20))
+    await show_batch(page, service.base_url, running["id"])
+    await expect(page.locator("#batch-status")).to_have_text("running", timeout=15_000)
+    await expect(page.locator("#delete")).to_be_hidden()  # only an ended batch can be deleted
+    await client.post(f"/v1/batches/{running['id']}/cancel")
+
+    batch = await submit(client, calls(2), metadata={"job": "nightly"})
+    await finished(client, batch["id"])
+    await show_batch(page, service.base_url, batch["id"])
+    await expect(page.locator('[data-meta="job"]')).to_have_text("nightly")
+    await page.click("#delete")
+    await expect(page.locator("#confirm-text")).to_contain_text("Delete this batch?")
+    await page.click("#confirm-no")  # asked, and not done
+    await expect(page.locator("#confirm")).to_be_hidden()
+    assert (await client.get(f"/v1/batches/{batch['id']}")).status_code == 200
+
+    await page.click("#delete")
+    await page.click("#confirm-ok")
+    await expect(page).to_have_url(re.compile(r"#/batches$"))
+    await expect(page.locator(f'#batches tr[data-id="{batch["id"]}"]')).to_have_count(0)
+    assert (await client.get(f"/v1/batches/{batch['id']}")).status_code == 404
+    assert problems == []

@@ -36,6 +36,11 @@ async def test_a_tool_function_hands_its_body_the_arguments_as_one_model() -> No
     tool = StrictTool.build(tool_function("count", BatchArguments, run, int), "Counts.", None)  # type: ignore[arg-type]
     context: Any = None
     calls = [{"server": "s", "tool": "t"}, {"server": "s", "tool": "u", "arguments": {"a": 1}}]
-    assert await tool.run({"calls": calls, "mode": "serial"}, context) == 2
+    assert await tool.run({"calls": calls, "mode": "serial", "priority": "low"}, context) == 2
     request = seen[0].request()
-    assert request.mode == "serial" and request.calls[1].arguments == {"a": 1} and request.read_only is True
+    assert (
+        request.mode == "serial"
+        and request.priority == "low"
+        and request.calls[1].arguments == {"a": 1}
+        and request.read_only is True
+    )

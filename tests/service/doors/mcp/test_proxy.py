@@ -41,7 +41,15 @@ from tests.support import (
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 WRITER, READER, PLAIN = "mcpb_writer-key", "mcpb_reader-key", "mcpb_plain-key"
-BATCH_TOOLS = {"call_tools_batch", "submit_batch", "get_batch", "get_item", "list_servers"}
+BATCH_TOOLS = {
+    "call_tools_batch",
+    "submit_batch",
+    "get_batch",
+    "get_item",
+    "list_batches",
+    "list_servers",
+    "delete_batch",
+}
 
 
 @pytest.fixture

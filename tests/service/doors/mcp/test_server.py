@@ -32,10 +32,18 @@ def error_text(result: CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
-async def test_list_tools_shows_the_five_tools_with_output_schemas_and_annotations(service: ServiceHandle) -> None:
+async def test_list_tools_shows_the_seven_tools_with_output_schemas_and_annotations(service: ServiceHandle) -> None:
     async with Client(mcp_url(service)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(tools) == {"call_tools_batch", "submit_batch", "get_batch", "get_item", "list_servers"}
+    assert set(tools) == {
+        "call_tools_batch",
+        "submit_batch",
+        "get_batch",
+        "get_item",
+        "list_batches",
+        "list_servers",
+        "delete_batch",
+    }
     for tool in tools.values():
         assert tool.description and tool.output_schema and tool.annotations, tool.name
     batch = tools["call_tools_batch"]
@@ -50,6 +58,7 @@ async def test_list_tools_shows_the_five_tools_with_output_schemas_and_annotatio
     assert hints["submit_batch"].read_only_hint is False
     assert hints["get_batch"].read_only_hint is True and hints["get_batch"].idempotent_hint is True
     assert hints["list_servers"].read_only_hint is True
+    assert hints["delete_batch"].destructive_hint is True and hints["delete_batch"].idempotent_hint is True
 
 
 async def test_call_tools_batch_runs_calls_on_both_backends_and_returns_the_completed_document(
@@ -60,8 +69,8 @@ async def test_call_tools_batch_runs_calls_on_both_backends_and_returns_the_comp
         {"id": "http", "server": "demo_http", "tool": "echo", "arguments": {"message": "over http"}},
     ]
     async with Client(mcp_url(service)) as client:
-        doc = document(await client.call_tool("call_tools_batch", {"calls": calls}))
-    assert doc["status"] == "completed" and doc["ok"] is True
+        doc = document(await client.call_tool("call_tools_batch", {"calls": calls, "priority": "high"}))
+    assert doc["status"] == "completed" and doc["ok"] is True and doc["priority"] == "high"
     items = {item["id"]: item for item in doc["results"]}
     assert items["stdio"]["status"] == "ok" and items["stdio"]["structured_content"] == {"result": "over stdio"}
     assert items["http"]["status"] == "ok" and items["http"]["structured_content"] == {"result": "over http"}
@@ -146,7 +155,7 @@ async def test_the_endpoint_answers_without_the_slash_and_under_a_listed_host_na
     listed = settings.model_copy(update={"allowed_hosts": ["batches.example.com"]})
     async with running_api(listed) as base_url:
         async with Client(f"{base_url}/mcp") as client:
-            assert len((await client.list_tools()).tools) == 5
+            assert len((await client.list_tools()).tools) == 7
         async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
             response = await http.post("/mcp/", json=initialize, headers=headers)
     assert response.status_code == 200, response.text
@@ -158,3 +167,21 @@ async def test_the_door_gives_the_package_s_version_in_its_server_info(service: 
         info = client.server_info
     assert info is not None and info.name == "mcp-batch"
     assert info.version == importlib.metadata.version("mcp-batch") and info.version
+
+
+async def test_batch_tools_take_metadata_and_delete_batch_deletes_an_ended_batch(service: ServiceHandle) -> None:
+    calls = [{"server": "demo", "tool": "echo", "arguments": {"message": "m"}}]
+    slow = [{"server": "demo_http", "tool": "sleep", "arguments": {"seconds": 30}}]
+    async with Client(mcp_url(service)) as client:
+        done = document(await client.call_tool("call_tools_batch", {"calls": calls, "metadata": {"job": "nightly"}}))
+        assert done["status"] == "completed" and done["metadata"] == {"job": "nightly"}
+        too_long = {"calls": calls, "metadata": {"job": "x" * 513}}
+        assert "metadata.job: a value is at most 512" in error_text(await client.call_tool("submit_batch", too_long))
+        running = document(await client.call_tool("submit_batch", {"calls": slow}))
+        refused = error_text(await client.call_tool("delete_batch", {"batch_id": running["id"]}))
+        assert "only an ended batch can be deleted" in refused and "/cancel" in refused
+        deleted = await client.call_tool("delete_batch", {"batch_id": done["id"]})
+        assert not deleted.is_error and deleted.structured_content == {"id": done["id"], "deleted": True}
+        gone = error_text(await client.call_tool("get_batch", {"batch_id": done["id"]}))
+        assert "no batch with that id" in gone
+        assert "no batch with that id" in error_text(await client.call_tool("delete_batch", {"batch_id": done["id"]}))

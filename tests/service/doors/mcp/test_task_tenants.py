@@ -82,7 +82,7 @@ async def test_the_sdk_client_without_a_key_is_told_so_and_with_one_is_served(ke
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {ALPHA}"}) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
-            assert len((await client.list_tools()).tools) == 5
+            assert len((await client.list_tools()).tools) == 7
 
 
 def _messages(exc: BaseException) -> str:

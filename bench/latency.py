@@ -1,0 +1,226 @@
+"""What a batch costs its caller in time: submit -> done of small batches against the same calls made directly, where
+the milliseconds go, and the throughput table; before and after.
+
+    uv run python bench/latency.py [--rounds 20] [--sizes 1 5 50] [--calls 1000] [--throughput-rounds 2]
+                                   [--workers 1 2] [--ref PATH-OR-GITREF ...]
+
+The backend is the cost benchmark's: `@modelcontextprotocol/server-everything`'s `echo` over stdio (bench/cost.py).
+Each tree (this checkout, and each --ref: the path of a checkout with its `.venv`, or a git ref checked out into a
+temporary worktree) runs as processes (`mcp-batch api`, `mcp-batch worker`, a private redis-server).
+  1. latency, 1 worker: each round, for each size, the same echo calls made directly (one SDK `Client`, its session
+     open, at concurrency min(size, --concurrency)), then one batch of them through each tree (POST, then GET
+     `?wait`; max_concurrency the same), the trees' order alternating from round to round. Median and p99 of each,
+     and where a batch's time went, from the timestamps of its document and items (one clock: one machine): the
+     POST, queued to claimed (the queue, the worker's wake-up, the claim), claimed to the first call sent, the
+     calls, the last call's end to the batch finished in Redis (the record's round trip and any linger), and
+     finished to the answer in hand (the done signal, the document's build, the HTTP answer);
+  2. throughput, for each of --workers: `--calls` echo calls at --concurrency directly and as one batch through
+     each tree (bench/cost.py's round: throughput service/direct, worker CPU per item / SDK client CPU per call).
+Every figure is a median over the rounds; the machine is shared by everything here: quote the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cost import SERVER, direct, echo_calls, fast_backend, fast_round, warm_up  # the script's own folder
+from harness import Stack, Tree, checkout, current_tree, load, machine, service_stack, side_by_side
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+# The parts of a batch's time, in order, each from one timestamp to the next (see `parts`).
+PARTS = [
+    ("post", "POST -> 202"),
+    ("queued", "created -> claimed (queue, wake-up, claim)"),
+    ("to_call", "claimed -> first call sent"),
+    ("calls", "first call sent -> last call ended"),
+    ("record", "last call ended -> batch finished in Redis"),
+    ("answer", "finished -> answer in hand (done signal, document, HTTP)"),
+]
+
+
+def _ts(value: str) -> float:
+    return datetime.fromisoformat(value).timestamp()
+
+
+async def timed_batch(stack: Stack, calls: list[dict[str, Any]], concurrency: int) -> dict[str, float]:
+    """One batch: submit -> done in ms (POST, then GET ?wait), and its parts from the document's timestamps."""
+    http = stack.http
+    wall, start = time.time(), time.perf_counter()
+    response = await http.post("/v1/batches", json={"calls": calls, "max_concurrency": concurrency})
+    posted = time.time()
+    response.raise_for_status()
+    batch_id = response.json()["id"]
+    while True:
+        answer = await http.get(f"/v1/batches/{batch_id}", params={"wait": 60, "limit": len(calls)})
+        document = answer.json()
+        if document["status"] in ("completed", "cancelled", "expired"):
+            break
+    total, done = (time.perf_counter() - start) * 1000, time.time()
+    if document["counts"]["succeeded"] != len(calls) or len(document["results"]) != len(calls):
+        raise RuntimeError(f"{stack.tree.label}: batch {batch_id} ended {document['status']}: {document['counts']}")
+    items = document["results"]
+    # One clock on one machine: the API stamps created_at, the worker the claim, the calls and the finish.
+    stamps = [
+        _ts(document["created_at"]),
+        _ts(document["started_at"]),
+        min(_ts(item["started_at"]) for item in items),
+        max(_ts(item["finished_at"]) for item in items),
+        _ts(document["finished_at"]),
+        done,
+    ]
+    figures = {"total": total, "post": (posted - wall) * 1000}
+    for (key, _), begin, end in zip(PARTS[1:], stamps[:-1], stamps[1:], strict=True):
+        figures[key] = (end - begin) * 1000
+    return figures
+
+
+@asynccontextmanager
+async def direct_client(backend: StdioServerParameters) -> AsyncIterator[Client]:
+    with open(os.devnull, "w") as quiet:  # noqa: ASYNC230 - /dev/null, before any clock starts
+        async with Client(stdio_client(backend, errlog=quiet), cache=None) as client:
+            await client.call_tool("echo", {"message": "warm-up"})
+            yield client
+
+
+async def direct_calls(client: Client, size: int, concurrency: int) -> float:
+    """`size` echo calls on an open session at `concurrency`, in ms."""
+    todo = iter(range(size))
+
+    async def lane() -> None:
+        for i in todo:
+            result = await client.call_tool("echo", {"message": f"m{i}"})
+            assert not result.is_error
+
+    start = time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(concurrency)))
+    return (time.perf_counter() - start) * 1000
+
+
+def p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[98] if len(values) > 1 else values[0]
+
+
+def print_latency(args: argparse.Namespace, labels: list[str], samples: dict[str, dict[str, list[float]]]) -> None:
+    columns = ["direct", *labels]
+    print(
+        "| batch | "
+        + " | ".join(f"{c}: median / p99 ms" for c in columns)
+        + " | "
+        + " | ".join(f"{label.split()[0]} - direct, median ms" for label in labels)
+        + " |"
+    )
+    print("|---" * (1 + 2 * len(columns) - 1) + "|")
+    for size in args.sizes:
+        cells = []
+        for column in columns:
+            values = samples[column][f"{size}.total"]
+            cells.append(f"{statistics.median(values):.1f} / {p99(values):.1f}")
+        base = statistics.median(samples["direct"][f"{size}.total"])
+        cells += [f"{statistics.median(samples[label][f'{size}.total']) - base:+.1f}" for label in labels]
+        print(f"| {size} call(s) | " + " | ".join(cells) + " |")
+    print("\nWhere a batch's time went (medians, ms; the parts' medians need not add up to the total's):\n")
+    print(
+        "| part | "
+        + " | ".join(f"{label.split()[0]}, {size} call(s)" for size in args.sizes for label in labels)
+        + " |"
+    )
+    print("|---" * (1 + len(args.sizes) * len(labels)) + "|")
+    for key, title in [*PARTS, ("total", "**submit -> done**")]:
+        cells = [f"{statistics.median(samples[label][f'{size}.{key}']):.2f}" for size in args.sizes for label in labels]
+        print(f"| {title} | " + " | ".join(cells) + " |")
+
+
+async def open_tree(running: AsyncExitStack, ref: str) -> Tree:
+    """A checkout given by its path (with its `.venv`), or a git ref checked out for the run."""
+    path = Path(ref).resolve()  # noqa: ASYNC240 - start-up
+    if (path / ".venv" / "bin" / "mcp-batch").exists():
+        return Tree(f"ref ({path})", path)
+    return await running.enter_async_context(checkout(ref))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=20, help="latency rounds (each measures every size)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 50])
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=1000, help="calls of a throughput batch")
+    parser.add_argument("--throughput-rounds", type=int, default=2, help="0 leaves the throughput table out")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker processes, for throughput")
+    parser.add_argument("--ref", action="extend", nargs="+", default=[], help="checkouts (paths) or git refs")
+    args = parser.parse_args()
+    began, load_before = time.perf_counter(), load()
+    backend = fast_backend()
+    servers = {"mcpServers": {SERVER: {"command": backend.command, "args": backend.args}}}
+    samples: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    async with AsyncExitStack() as running:
+        trees = [await open_tree(running, ref) for ref in args.ref]
+        trees.append(current_tree())
+        labels = [tree.label for tree in trees]
+        stacks: dict[tuple[str, int], Stack] = {}
+        for tree in trees:
+            for workers in sorted({1, *(args.workers if args.throughput_rounds else [])}):
+                stack = await running.enter_async_context(service_stack(tree, servers, workers))
+                await warm_up(stack, args.concurrency)
+                stacks[tree.label, workers] = stack
+        client = await running.enter_async_context(direct_client(backend))
+        for round_ in range(args.rounds):
+            order = trees if round_ % 2 == 0 else trees[::-1]  # drift on the machine hits every side alike
+            for size in args.sizes:
+                concurrency = min(size, args.concurrency)
+                samples["direct"][f"{size}.total"].append(await direct_calls(client, size, concurrency))
+                for tree in order:
+                    found = await timed_batch(stacks[tree.label, 1], echo_calls(size), concurrency)
+                    for key, value in found.items():
+                        samples[tree.label][f"{size}.{key}"].append(value)
+        print(f"latency: {args.rounds} rounds done, load average {load()}", flush=True)
+        throughput: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for round_ in range(args.throughput_rounds):
+            order = trees if round_ % 2 == 0 else trees[::-1]
+            for workers in args.workers:
+                shared = await direct(backend, args.calls, args.concurrency)
+                for tree in order:
+                    found = await fast_round(stacks[tree.label, workers], shared, args.calls, args.concurrency)
+                    for name, value in found.items():
+                        throughput[tree.label][f"w{workers}.{name}"].append(value)
+            print(f"throughput round {round_ + 1}/{args.throughput_rounds} done, load average {load()}", flush=True)
+    print(f"\nmachine: {machine()}")
+    print(f"load average (1, 5, 15 min) at start {load_before}, at end {load()}; {time.perf_counter() - began:.0f} s")
+    print(f"trees: {', '.join(f'{t.label} at {t.path}' for t in trees)}")
+    print(f"latency: {args.rounds} interleaved rounds, echo over stdio, 1 worker; batches POST then GET ?wait\n")
+    print_latency(args, labels, samples)
+    if args.throughput_rounds:
+        print(
+            f"\nthroughput: {args.calls} echo calls at C={args.concurrency}, "
+            f"{args.throughput_rounds} interleaved rounds\n"
+        )
+        rows = []
+        for w in args.workers:
+            rows += [
+                (f"**{w} worker(s)**: throughput service / direct", f"w{w}.ratio", "{:.2f}"),
+                ("worker CPU µs/item", f"w{w}.worker_cpu", "{:.0f}"),
+                ("SDK client CPU µs/call (direct)", f"w{w}.sdk_cpu", "{:.0f}"),
+                ("worker CPU / SDK client CPU", f"w{w}.worker_over_sdk", "{:.2f}"),
+                ("Redis commands/item", f"w{w}.commands", "{:.1f}"),
+            ]
+        side_by_side(labels, rows, throughput)
+
+
+if __name__ == "__main__":
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())

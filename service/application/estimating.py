@@ -1,0 +1,28 @@
+"""The dry run's estimate (contract/estimate.py) from what the service knows now: the servers file's limits, the
+work queued for each backend and the latencies the workers observed recently (both read from the store)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from mcp_batch.contract.estimate import Plan
+from mcp_batch.contract.estimate import estimate as compute
+from mcp_batch.dry_runs import DryRunItem, Estimate
+from mcp_batch.models import BatchRequest, ItemStatus, Mode
+from mcp_batch.tenants import Caller
+from service.application.services import Services
+
+
+async def estimate(
+    services: Services, request: BatchRequest, results: list[DryRunItem], concurrency: int, caller: Caller
+) -> Estimate:
+    """How long `request` would take, counting only the calls that would be dispatched (`results`); `concurrency`
+    is its effective max_concurrency."""
+    calls = Counter((r.server, r.tool) for r in results if r.status is ItemStatus.pending)
+    dispatched = sum(calls.values())
+    lanes = 1 if request.mode is Mode.serial else max(1, min(concurrency, dispatched))
+    plan = Plan(calls, lanes, caller.tenant, caller.rate_share)
+    backends = {server: b for server in {s for s, _ in calls} if (b := services.registry.get(server)) is not None}
+    queued = await services.store.backlog.queued()
+    latencies = await services.store.latencies.recent(calls)
+    return compute(plan, backends, queued, latencies)

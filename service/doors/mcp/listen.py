@@ -1,0 +1,117 @@
+"""Pushed task status: `subscriptions/listen` with `notifications.taskIds` (the tasks extension, 2026-07-28
+revision) answered at the door, since the SDK's listen handler has no place for task ids.
+
+The listen is served by a server middleware: a listen without `taskIds` goes on to the SDK's handler, one with them
+needs the extension declared on this request (-32021 otherwise) and ids the caller's tenant owns (another tenant's
+answers exactly as an unknown one, -32602). It is acknowledged with the ids honored, then sends
+`notifications/tasks` (the task's fields, as tasks/get has them, without `result`) each time a task's status or
+status message changes, the first at once, each stamped with the subscription id. A task's state is in Redis, so
+the change may come from any API process or worker: the batch rows are read again every `events_check_seconds`,
+and the done channel (through `Reads.wait`) wakes the stream at once when a batch ends. The stream closes with the
+listen's result once every task has ended (or after `events_max_seconds`).
+
+It relies on two things of the SDK, guarded by tests/service/doors/mcp/test_listen.py: a middleware sees a listen
+before the SDK's handler does, and `ServerSession.send_notification` sends any Notification model it is given
+(`notifications/tasks` is no core type).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, cast
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import require_client_extension
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+from mcp.types import INVALID_PARAMS
+from mcp_types import Notification
+from redis.exceptions import RedisError
+
+from mcp_batch.errors import BatchNotFound
+from mcp_batch.models import TERMINAL_BATCH
+from service.application import reading
+from service.application.services import Services, owned
+from service.auth import current_caller
+from service.doors.mcp.task_view import task_view
+
+TASKS = "io.modelcontextprotocol/tasks"
+LISTEN = "subscriptions/listen"
+MOST_TASK_IDS = 100  # task ids one listen may follow
+_NOT_FOUND = "Failed to retrieve task: Task not found"
+TASK_CHANGED = "notifications/tasks"  # a task's status changed: its Task fields, stamped with the subscription id
+
+
+def task_ids(ctx: ServerRequestContext[Any, Any]) -> list[Any] | None:
+    """The task ids a listen asks for, as sent; None when it asks for none."""
+    notifications = (ctx.params or {}).get("notifications")
+    if isinstance(notifications, dict) and notifications.get("taskIds"):
+        found = notifications["taskIds"]
+        return found if isinstance(found, list) else [found]
+    return None
+
+
+class TaskListen:
+    """The middleware that serves a listen for task ids (`services()`: the app's lifespan builds them)."""
+
+    def __init__(self, services: Callable[[], Services], poll_ms: int) -> None:
+        self._services = services
+        self._poll_ms = poll_ms
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        wanted = task_ids(ctx) if ctx.method == LISTEN else None
+        if wanted is None:
+            return await call_next(ctx)
+        require_client_extension(ctx, TASKS)
+        if len(wanted) > MOST_TASK_IDS or not all(isinstance(task_id, str) for task_id in wanted):
+            raise MCPError(code=INVALID_PARAMS, message=f"taskIds: at most {MOST_TASK_IDS} task ids (strings)")
+        services = self._services()
+        ids = list(dict.fromkeys(wanted))
+        try:
+            for task_id in ids:
+                await owned(services, task_id, current_caller.get())
+        except BatchNotFound:
+            raise MCPError(code=INVALID_PARAMS, message=_NOT_FOUND) from None
+        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+        ack = {"notifications": {"taskIds": ids}, "_meta": meta}
+        await self._send(ctx, "notifications/subscriptions/acknowledged", ack)
+        await self._follow(ctx, services, ids, meta)
+        return {"_meta": meta}
+
+    async def _follow(
+        self, ctx: ServerRequestContext[Any, Any], services: Services, ids: list[str], meta: dict[str, Any]
+    ) -> None:
+        settings = services.settings
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + settings.events_max_seconds
+        shown: dict[str, tuple[str, str]] = {}
+        left = list(ids)
+        while left and loop.time() < give_up:
+            for task_id in list(left):
+                try:
+                    view, ended = await self._view(services, task_id)
+                except (BatchNotFound, RedisError):  # expired meanwhile, or storage failing: it is dropped
+                    left.remove(task_id)
+                    continue
+                if shown.get(task_id) != (view["status"], view["statusMessage"]):
+                    shown[task_id] = (view["status"], view["statusMessage"])
+                    await self._send(ctx, TASK_CHANGED, {**view, "_meta": meta})
+                if ended:
+                    left.remove(task_id)
+            if left:
+                try:  # woken at once when the first task left ends, else after one check interval
+                    await services.store.reads.wait(left[0], settings.events_check_seconds)
+                except (BatchNotFound, RedisError):
+                    await asyncio.sleep(settings.events_check_seconds)
+
+    async def _view(self, services: Services, task_id: str) -> tuple[dict[str, Any], bool]:
+        document = await reading.document(services, task_id, limit=0)
+        running = await reading.progress(services, task_id) if document.counts.running else []
+        return task_view(document, self._poll_ms, running), document.status in TERMINAL_BATCH
+
+    @staticmethod
+    async def _send(ctx: ServerRequestContext[Any, Any], method: str, params: dict[str, Any]) -> None:
+        notification = Notification[dict[str, Any], str](method=method, params=params)
+        # Any Notification model: the session dumps it and sends it on this request's stream.
+        await ctx.session.send_notification(cast(Any, notification), related_request_id=ctx.request_id)

@@ -1,0 +1,88 @@
+"""The dry run's estimate against the real service and worker: a rate-limited backend of the test's own."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import HttpBackendProcess, eventually, finished, stamps, submit
+
+pytestmark = pytest.mark.timeout(120)
+
+RATE = 40  # calls per second: a 200-call batch takes five seconds
+
+
+@pytest.fixture
+def servers(servers: dict[str, Any], fresh_backend: HttpBackendProcess) -> dict[str, Any]:
+    servers["limited"] = {"url": fresh_backend.url, "rate_limit": {"per_second": RATE, "burst": 1}}
+    servers["capped"] = {"url": fresh_backend.url, "max_concurrency": 2}
+    return servers
+
+
+async def estimate(client: httpx.AsyncClient, calls: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    response = await client.post("/v1/batches:validate", json={"calls": calls, **options})
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()["estimate"]
+    return found
+
+
+async def test_without_a_latency_sample_the_estimate_says_so_and_names_the_rate_bound(
+    client: httpx.AsyncClient,
+) -> None:
+    found = await estimate(client, stamps("limited", 200))
+    assert found["complete"] is False and found["unknown_latency"] == ["limited/stamp"]
+    assert found["bound"]["kind"] == "rate_limit" and found["bound"]["server"] == "limited"
+    assert found["seconds"] == pytest.approx(199 / RATE)
+    unsampled = {"server": "limited", "tool": "stamp", "calls": 200, "samples": 0, "mean_seconds": None}
+    assert found["latency"] == [unsampled]
+
+
+async def test_the_batchs_own_concurrency_bounds_slow_calls_once_their_latency_is_known(
+    client: httpx.AsyncClient,
+) -> None:
+    assert (await finished(client, (await submit(client, stamps("demo_http", 4, 0.1)))["id"]))["ok"]
+    found = await estimate(client, stamps("demo_http", 40, 0.1), max_concurrency=4)
+    assert found["complete"] is True and found["bound"]["kind"] == "max_concurrency"
+    mean = found["latency"][0]["mean_seconds"]
+    assert mean >= 0.1 and found["seconds"] == pytest.approx(40 * mean / 4, abs=0.002)
+    assert (await estimate(client, stamps("capped", 40, 0.1), max_concurrency=8))["complete"] is False
+
+
+async def test_work_queued_for_the_backend_counts_until_it_is_cancelled(client: httpx.AsyncClient) -> None:
+    alone = await estimate(client, stamps("limited", 100))
+    ahead = await submit(client, stamps("limited", 2_000), max_concurrency=4)
+    queued = await estimate(client, stamps("limited", 100))
+    assert queued["backends"][0]["queued_ahead"] > 1_900
+    assert queued["seconds"] > alone["seconds"] + 1_900 / RATE
+    assert (await client.post(f"/v1/batches/{ahead['id']}/cancel")).status_code == 200
+    await finished(client, ahead["id"])
+    assert (await estimate(client, stamps("limited", 100)))["backends"][0]["queued_ahead"] == 0
+
+
+async def test_work_of_a_batch_past_its_deadline_no_longer_counts(client: httpx.AsyncClient) -> None:
+    ahead = await submit(client, stamps("limited", 1_000), max_concurrency=2, deadline_seconds=3)
+    assert (await estimate(client, stamps("limited", 10)))["backends"][0]["queued_ahead"] > 900
+    assert (await finished(client, ahead["id"]))["status"] == "expired"
+    assert (await estimate(client, stamps("limited", 10)))["backends"][0]["queued_ahead"] == 0
+
+
+@pytest.mark.serial
+async def test_the_estimate_of_a_rate_limited_batch_is_within_a_quarter_of_its_wall_time(
+    client: httpx.AsyncClient,
+) -> None:
+    """The issue's requirement: a 200-call batch against a rate-limited backend, ±25 %."""
+    assert (await finished(client, (await submit(client, stamps("limited", 10)))["id"]))["ok"]  # a latency sample
+
+    async def sampled() -> dict[str, Any] | None:
+        found = await estimate(client, stamps("limited", 200))
+        return found if found["complete"] else None
+
+    found = await eventually(sampled, what="the workers' latency sample of limited/stamp", timeout=10)
+    start = time.monotonic()
+    document = await finished(client, (await submit(client, stamps("limited", 200)))["id"])
+    actual = time.monotonic() - start
+    assert document["ok"] is True
+    assert abs(found["seconds"] - actual) <= 0.25 * actual, (found, actual)

@@ -1,0 +1,92 @@
+"""Pushed task status: `subscriptions/listen` with `taskIds` on the MCP door, raw JSON-RPC over streamable HTTP.
+A client listening on one API process hears about a task submitted and cancelled through another (two real
+`mcp-batch api` processes on one Redis); another tenant's task id is refused as an unknown one. These tests also
+guard what listen.py relies on in the SDK: its middleware sees the listen first, and the session sends a
+`notifications/tasks` it has no type for."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mcp_batch.settings import Settings
+from mcp_batch.tenants import hash_key
+from tests.service.doors.mcp.wire import VERSION, call_tool, cancel_task, envelope, rpc
+from tests.support import api_process, running_service, running_worker
+
+pytestmark = pytest.mark.timeout(120)
+
+SLOW = {"server": "demo_http", "tool": "sleep", "arguments": {"seconds": 8}}
+SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+ALPHA, BETA = "mcpb_alpha-key", "mcpb_beta-key"
+NOT_FOUND = "Failed to retrieve task: Task not found"
+_ids = itertools.count(1_000)
+
+
+async def listen(http: httpx.AsyncClient, task_ids: list[str]) -> AsyncIterator[dict[str, Any]]:
+    """Each JSON-RPC message of one listen's response stream, as it arrives."""
+    params = {"notifications": {"taskIds": task_ids}, "_meta": envelope(True)}
+    body = {"jsonrpc": "2.0", "id": next(_ids), "method": "subscriptions/listen", "params": params}
+    headers = {
+        "MCP-Protocol-Version": VERSION,
+        "Mcp-Method": "subscriptions/listen",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    async with http.stream("POST", "/mcp/", content=json.dumps(body), headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                yield json.loads(line.removeprefix("data: "))
+
+
+async def test_a_listener_on_one_api_process_hears_a_task_cancelled_through_another(
+    settings: Settings, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    # The API processes start first: their start-up blocks this loop, which the in-loop worker must not share.
+    with api_process(settings, tmp_path / "a") as first, api_process(settings, tmp_path / "b") as second:
+        one = httpx.AsyncClient(base_url=first, timeout=60)
+        two = httpx.AsyncClient(base_url=second, timeout=60)
+        async with running_worker(settings), one, two:
+            task_id = (await call_tool(one, "submit_batch", {"calls": [SLOW, SLOW]})).result["taskId"]
+            seen: list[dict[str, Any]] = []
+            async for message in listen(two, [task_id]):
+                seen.append(message)
+                if message.get("method") == "notifications/tasks" and len(seen) == 2:  # its first status
+                    assert message["params"]["status"] == "working"
+                    assert (await cancel_task(one, task_id)).status == 200
+    ack, *notes, end = seen
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["notifications"] == {"taskIds": [task_id]}
+    subscription = ack["params"]["_meta"][SUBSCRIPTION]
+    assert all(n["method"] == "notifications/tasks" and n["params"]["taskId"] == task_id for n in notes)
+    assert all(n["params"]["_meta"][SUBSCRIPTION] == subscription for n in notes)
+    assert notes[0]["params"]["status"] == "working" and notes[-1]["params"]["status"] == "cancelled"
+    assert end["id"] == subscription and end["result"]["_meta"][SUBSCRIPTION] == subscription
+
+
+async def test_another_tenants_task_id_is_refused_as_an_unknown_one(settings: Settings, tmp_path: Path) -> None:
+    keys = [{"sha256": hash_key(ALPHA), "tenant": "alpha"}, {"sha256": hash_key(BETA), "tenant": "beta"}]
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
+    keyed = settings.model_copy(update={"auth": "keys", "keys": tmp_path / "keys.json"})
+    async with running_service(keyed) as service:
+        alpha = httpx.AsyncClient(base_url=service.base_url, headers={"Authorization": f"Bearer {ALPHA}"}, timeout=60)
+        beta = httpx.AsyncClient(base_url=service.base_url, headers={"Authorization": f"Bearer {BETA}"}, timeout=60)
+        async with alpha, beta:
+            task_id = (await call_tool(alpha, "submit_batch", {"calls": [SLOW]})).result["taskId"]
+            theirs = await rpc(beta, "subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
+            unknown = await rpc(beta, "subscriptions/listen", {"notifications": {"taskIds": ["0" * 32]}})
+            assert (
+                theirs.error == unknown.error == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
+            )
+            too_many = await rpc(alpha, "subscriptions/listen", {"notifications": {"taskIds": ["a"] * 101}})
+            assert too_many.error["code"] == -32602 and "taskIds" in too_many.error["message"]
+            assert (await cancel_task(alpha, task_id)).status == 200
