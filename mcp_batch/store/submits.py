@@ -7,6 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Mapping
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from redis.asyncio import Redis
@@ -129,8 +130,9 @@ class Submits:
             args = control_args(batch_id, n, max_unfinished_items, self.lease_ms, deadline, webhook, jobs)
             check_admitted(await self._control_admit(control_keys(keys), args), stored, ceilings, retry_after)
             steps = 1
+            created_us = _micros(now)
             args = tenant_args(
-                batch_id, n, tenant_max_unfinished_items, stored, max_stored_bytes, self.live_ms, int(now * 1e6)
+                batch_id, n, tenant_max_unfinished_items, stored, max_stored_bytes, self.live_ms, created_us
             )
             reply = await self._tenant_admit(tenant_keys(keys, tenant, request.metadata), args)
             check_admitted(reply, stored, ceilings, retry_after)
@@ -219,6 +221,13 @@ class Submits:
                 queue_undo_tenant(pipe, keys, tenant, batch_id, counted, metadata)
                 await pipe.execute()
         await undo_control(self.control, keys, batch_id, 0 if total is None else int(total), jobs)
+
+
+def _micros(ts: float) -> int:
+    """Epoch seconds in µs, rounded as `created_at` shows them (datetime's rounding), so a list filter that names a
+    batch's own `created_at` excludes or includes that batch exactly."""
+    shown = datetime.fromtimestamp(ts, UTC)
+    return round(shown.replace(microsecond=0).timestamp()) * 1_000_000 + shown.microsecond
 
 
 def _int(raw: bytes | None) -> int | None:
