@@ -1,8 +1,14 @@
 """Every Redis key and channel the service uses, all under one prefix (default `mcpb`).
 
-Per batch (all expire the batch's `retention_seconds` after it finishes; until then they live LIVE_TTL_SECONDS
-past the last sign of life: a submit, a finished item, a lease renewal):
-    {p}:batch:{id}            hash    the batch's settings, status, timestamps and counters
+Keys in braces carry a hash tag: on a Redis Cluster every key with the same tag sits in one slot, so each Lua script
+touches one slot (the data plane, connection.py). A batch's keys carry its id, a backend's its name, a tenant's its
+name; `_tagged` builds them all, so a key added to a batch gets the tag by being built there.
+
+Data plane (MCP_BATCH_DATA_REDIS_URL; a cluster or the control plane's Redis):
+Per batch, tag = the batch id (all expire the batch's `retention_seconds` after it finishes; until then they live
+LIVE_TTL_SECONDS past the last sign of life: a submit, a finished item, a lease renewal):
+    {p}:batch:{id}            hash    the batch's settings, status, timestamps and counters; `lease:<job>` is the
+                                      lease expiry of each shard job (ms, the node's clock), the truth a claim checks
     {p}:batch:{id}:calls      list    one JSON call spec per item, in submitted order
     {p}:batch:{id}:results    hash    item index -> JSON result record, written once when the item finishes
     {p}:batch:{id}:failed     zset    failed item ids, scored by index (ordered failed_ids / failed_indexes)
@@ -11,13 +17,14 @@ past the last sign of life: a submit, a finished item, a lease renewal):
     {p}:batch:{id}:inflight   hash    item index -> the shard job running it (claimed, not yet finished)
     {p}:batch:{id}:orphans    list    `index:flag` of items taken back from a stopped worker, run first
                                       (flag 1: it may have reached its backend; 0: it surely did not)
+    {p}:batch:{id}:probe      string  a worker's write before WAIT/WAITAOF on the batch's node; expires in a minute
     {p}:batch:{id}:questions  hash    item index -> JSON question a backend is waiting on (its input request)
     {p}:batch:{id}:answers    hash    item index -> JSON answer, until the waiting worker takes it
                                       (both expire a while after the wait they serve: not in `batch_keys`)
     {p}:batch:{id}:progress   hash    item index -> JSON latest progress of a running item (its worker deletes
                                       it when the call ends; expires PROGRESS_TTL_SECONDS after its last write)
     {p}:idem:{sha256}         string  an Idempotency-Key's JSON {batch_id, fingerprint} (named in the batch's meta)
-Per backend:
+Per backend, tag = the server's name:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
     {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
     {p}:leases:{server}       zset    concurrency leases, scored by expiry (ms); a dead worker's leases lapse
@@ -26,21 +33,23 @@ Per backend:
                                       (ms) a shard job of that rank runs; `tat:{rank}`, the GCRA state of a rank's
                                       minimum share while a higher one runs (backends/priority.py)
     {p}:latency:{server}:{tool}   list  the latest call latencies (seconds) of one tool, newest first, capped
-Per tenant:
+Per tenant, tag = the tenant:
     {p}:tenant:{t}:batches    zset    the tenant's batch ids, scored by creation (µs): GET /v1/batches, newest first
     {p}:tenant:{t}:unfinished string  the tenant's items of unfinished batches not yet finished (its key's ceiling)
     {p}:tenant:{t}:stored_bytes  string  the bytes of the stored calls of the tenant's batches (its byte ceiling)
     {p}:tenant:{t}:stored_sizes  hash    batch id -> the bytes of its stored calls, until they are released
-    {p}:tenant:{t}:stored_until  zset    batch id -> when its bytes are released (ms, Redis clock): when its keys
-                                         expire; each submit releases those whose time has come
+    {p}:tenant:{t}:stored_until  zset    batch id -> when its bytes are released (ms, the node's clock): when its
+                                         keys expire; each submit releases those whose time has come
     {p}:tenant:{t}:meta:{sha256}  zset    the tenant's batch ids with one metadata pair (the hash of its key and
                                          value), scored as its batches: a listing filtered by that pair
-Shared:
-    {p}:jobs                  zset    shard job id -> its lease expiry (ms, Redis clock); lapsed ones are taken over
+Control plane (MCP_BATCH_REDIS_URL: one Redis, standalone or Sentinel; a few commands per shard job, none per item):
+    {p}:jobs                  zset    shard job id -> its lease expiry (ms, this Redis's clock): the index the
+                                      recovery sweep reads; the batch's `lease:<job>` decides
     {p}:deadlines             zset    batch id -> its deadline (ms), for batches that set one
     {p}:unfinished            string  items of unfinished batches not yet finished (backpressure)
     {p}:webhooks              zset    batch id -> when its completion webhook is next due (ms; 0: now)
-    {p}:durability:probe      string  a worker's write before WAIT / WAITAOF (replicas, disk); expires in a minute
+    {p}:durability:probe      string  a worker's write before WAIT / WAITAOF (replicas, disk) on the data plane's
+                                      Redis when it is no cluster (on a cluster: the batch's probe); expires in a minute
     {p}:workers               zset    worker id -> its last heartbeat (ms); live workers decide how a batch is sharded
     {p}:cursor-secret         string  the random key cursors are signed with when MCP_BATCH_CURSOR_SECRET is unset
     {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)
@@ -77,38 +86,46 @@ class Keys:
 
     prefix: str = "mcpb"
 
+    def _tagged(self, kind: str, tag: str, rest: str = "") -> str:
+        """`{p}:<kind>:{<tag>}<rest>`: every key of one batch, backend or tenant hashes to one cluster slot."""
+        return f"{self.prefix}:{kind}:{{{tag}}}{rest}"
+
     def batch(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}"
+        return self._tagged("batch", batch_id)
 
     def calls(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}:calls"
+        return self._tagged("batch", batch_id, ":calls")
 
     def results(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}:results"
+        return self._tagged("batch", batch_id, ":results")
 
     def failed(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}:failed"
+        return self._tagged("batch", batch_id, ":failed")
 
     def finished(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}:finished"
+        return self._tagged("batch", batch_id, ":finished")
 
     def ids(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}:ids"
+        return self._tagged("batch", batch_id, ":ids")
 
     def inflight(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}:inflight"
+        return self._tagged("batch", batch_id, ":inflight")
 
     def orphans(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}:orphans"
+        return self._tagged("batch", batch_id, ":orphans")
+
+    def batch_probe(self, batch_id: str) -> str:
+        """A worker's write before it waits for replicas or the disk: on the node that holds the batch's slot."""
+        return self._tagged("batch", batch_id, ":probe")
 
     def questions(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}:questions"
+        return self._tagged("batch", batch_id, ":questions")
 
     def answers(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}:answers"
+        return self._tagged("batch", batch_id, ":answers")
 
     def progress(self, batch_id: str) -> str:
-        return f"{self.prefix}:batch:{batch_id}:progress"
+        return self._tagged("batch", batch_id, ":progress")
 
     def batch_keys(self, batch_id: str) -> list[str]:
         """All keys of one batch, in the order the store's scripts expect them."""
@@ -152,50 +169,50 @@ class Keys:
         """The record of a tenant's Idempotency-Key, by its hash: header bytes never become a key name, and two
         tenants' equal keys are two keys."""
         digest = hashlib.sha256(f"{tenant}\n{key}".encode()).hexdigest()
-        return f"{self.prefix}:idem:{digest}"
+        return self._tagged("idem", digest)
 
     def tools(self, server: str) -> str:
-        return f"{self.prefix}:tools:{server}"
+        return self._tagged("tools", server)
 
     def rate(self, server: str) -> str:
-        return f"{self.prefix}:rate:{server}"
+        return self._tagged("rate", server)
 
     def tenant_rate(self, server: str, tenant: str) -> str:
-        return f"{self.prefix}:rate:{server}:tenant:{tenant}"
+        return self._tagged("rate", server, f":tenant:{tenant}")  # on its backend's slot
 
     def priority(self, server: str, tenant: str) -> str:
-        return f"{self.prefix}:priority:{server}:tenant:{tenant}"
+        return self._tagged("priority", server, f":tenant:{tenant}")  # on its backend's slot
 
     def latency(self, server: str, tool: str) -> str:
-        return f"{self.prefix}:latency:{server}:{tool}"
+        return self._tagged("latency", server, f":{tool}")
 
     def tenant_batches(self, tenant: str) -> str:
-        return f"{self.prefix}:tenant:{tenant}:batches"
+        return self._tagged("tenant", tenant, ":batches")
 
     def tenant_metadata(self, tenant: str, key: str, value: str) -> str:
         """The index of a tenant's batches tagged `key` = `value`, by the pair's hash (the key's length first, so no
         two pairs hash one text): a caller's strings never become a key name."""
         digest = hashlib.sha256(f"{len(key)}:{key}{value}".encode()).hexdigest()
-        return f"{self.prefix}:tenant:{tenant}:meta:{digest}"
+        return self._tagged("tenant", tenant, f":meta:{digest}")
 
     def tenant_unfinished(self, tenant: str) -> str:
-        return f"{self.prefix}:tenant:{tenant}:unfinished"
+        return self._tagged("tenant", tenant, ":unfinished")
 
     @property
     def durability_probe(self) -> str:
         return f"{self.prefix}:durability:probe"
 
     def tenant_stored_bytes(self, tenant: str) -> str:
-        return f"{self.prefix}:tenant:{tenant}:stored_bytes"
+        return self._tagged("tenant", tenant, ":stored_bytes")
 
     def tenant_stored_sizes(self, tenant: str) -> str:
-        return f"{self.prefix}:tenant:{tenant}:stored_sizes"
+        return self._tagged("tenant", tenant, ":stored_sizes")
 
     def tenant_stored_until(self, tenant: str) -> str:
-        return f"{self.prefix}:tenant:{tenant}:stored_until"
+        return self._tagged("tenant", tenant, ":stored_until")
 
     def leases(self, server: str) -> str:
-        return f"{self.prefix}:leases:{server}"
+        return self._tagged("leases", server)
 
     @property
     def workers(self) -> str:

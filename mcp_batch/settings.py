@@ -30,6 +30,12 @@ class Settings(BaseSettings):
         description="Path of the servers file: the backends, in the `mcpServers` JSON shape; a bad one stops start-up.",
     )
     key_prefix: str = Field("mcpb", description="Prefix of every Redis key, so several deployments can share a Redis.")
+    data_redis_url: str | None = Field(
+        None,
+        description="URL of the Redis that holds each batch's, tenant's and backend's data (the data plane); unset: "
+        "the MCP_BATCH_REDIS_URL one. `redis+cluster://host:port[,host:port...]` names a Redis Cluster (or Valkey "
+        "cluster); MCP_BATCH_REDIS_URL keeps arq's queue, the channels and the heartbeats and cannot be a cluster.",
+    )
     auth: Literal["keys", "none"] = Field(
         "keys",
         description="`keys`: the /v1 routes, POST /mcp/tools/call, /mcp and /metrics need `Authorization: Bearer "

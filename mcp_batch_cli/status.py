@@ -26,7 +26,7 @@ from mcp_batch.keys import Keys
 from mcp_batch.ops import durability
 from mcp_batch.ops.durability import Durability
 from mcp_batch.settings import Settings
-from mcp_batch.store import overview, sentinel
+from mcp_batch.store import connection, overview, sentinel
 from mcp_batch.store.overview import BackendState, Overview
 from mcp_batch_cli.discovery import running_dev, state_file
 
@@ -96,13 +96,17 @@ async def gather(settings: Settings, source: str = "MCP_BATCH_REDIS_URL") -> Sta
     redis = sentinel.client(
         settings.redis_url, socket_timeout=_TIMEOUT_SECONDS, socket_connect_timeout=_TIMEOUT_SECONDS
     )
+    data = redis
     try:
         async with asyncio.timeout(_TIMEOUT_SECONDS):
-            state = await overview.read(redis, Keys(settings.key_prefix), registry, settings.default_timeout_seconds)
-            persistence = await durability.read(redis, settings)
-    except (RedisError, OSError) as exc:  # OSError includes the timeout
+            data = await connection.data_client(settings, redis)
+            keys = Keys(settings.key_prefix)
+            state = await overview.read(redis, keys, registry, settings.default_timeout_seconds, data)
+            persistence = await durability.read(data, settings)
+    except (RedisError, OSError, ConfigError) as exc:  # OSError includes the timeout
         return Status(where, type(exc).__name__, servers_error, None, settings.ready_worker_seconds, source)
     finally:
+        await connection.close_data(data, redis)
         await redis.aclose()
     return Status(where, None, servers_error, state, settings.ready_worker_seconds, source, persistence)
 

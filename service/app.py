@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from arq import create_pool
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
@@ -25,8 +24,8 @@ from mcp_batch.ops.prometheus import ApiMetrics
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
+from mcp_batch.store.connection import close_data, control_pool, data_client
 from mcp_batch.store.cursor_secret import cursor_secret
-from mcp_batch.store.sentinel import arq_settings
 from mcp_batch.tenants import load_keys
 from service.application.services import Services
 from service.doors import gumloop
@@ -58,20 +57,21 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        redis = await create_pool(arq_settings(settings.redis_url), default_queue_name=keys.queue)
-        durability.log_at_start(await durability.read(redis, settings), "api")
+        redis = await control_pool(settings)
+        data = await data_client(settings, redis)
+        durability.log_at_start(await durability.read(data, settings), "api")
         done = Listener(redis, keys.done_channel)
         await done.start()
-        catalog = Catalog(redis, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)
+        catalog = Catalog(data, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)
         app.state.services = Services(
             settings=settings,
             keys=keys,
             registry=registry,
             redis=redis,
-            store=Store.from_settings(redis, settings, done),
+            store=Store.from_settings(data, settings, done, control=redis),
             catalog=catalog,
-            rate=RateLimiter(redis, keys),
-            leases=LeaseSemaphore(redis, keys),
+            rate=RateLimiter(data, keys),
+            leases=LeaseSemaphore(data, keys, control=redis),
             cursors=CursorKey(await cursor_secret(redis, keys, settings.cursor_secret)),
             metrics=metrics,
         )
@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
                 yield
         finally:
             await done.stop()
+            await close_data(data, redis)
             await redis.aclose()
             tracing.flush()
 

@@ -14,7 +14,7 @@ import json
 import logging
 
 from fastapi.responses import JSONResponse
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_batch.ops.prometheus import UNMATCHED_ROUTE, ApiMetrics
@@ -117,7 +117,7 @@ class StorageUnavailable:
 
         try:
             await self.app(scope, receive, sending)
-        except RedisError as exc:
+        except (RedisError, RedisClusterException) as exc:  # the cluster client's own errors are no RedisError
             if isinstance(exc, REDIS_DOWN):
                 logger.warning("Redis unavailable (%s: %s)", type(exc).__name__, exc)
             else:

@@ -23,6 +23,7 @@ from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
+from mcp_batch.keys import Keys
 from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.settings import Settings
 from mcp_batch_cli.commands import main
@@ -414,7 +415,7 @@ async def until_at_backend(backend: HttpBackendProcess, field: str, count: int, 
 
 async def not_stored(redis: Any, batch_id: str) -> bool:
     """Whether the batch's hash is gone from Redis (expired on Redis's own clock, or removed)."""
-    return not await redis.exists(f"mcpb:batch:{batch_id}")
+    return not await redis.exists(Keys().batch(batch_id))
 
 
 async def live_workers(redis: Any, count: int) -> None:

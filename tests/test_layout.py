@@ -134,3 +134,32 @@ def test_a_package_qualifies_its_modules_names_and_no_module_is_long() -> None:
         words = Counter(n.split("_")[0] for n in names if "_" in n)
         assert [w for w, count in words.items() if count >= 3] == [], f"{where}: modules grouped by a name's prefix"
     assert [str(p.relative_to(ROOT)) for p in paths if len(p.read_text().splitlines()) > 400] == []
+
+
+# The queue and the key layout belong to the store: the processes call its parts (store/queue.py for enqueue, wake
+# and heartbeats), never arq's pool methods nor a key's name. The channels a listener subscribes to and the
+# durability probe are handed to the store's and ops' own objects at start-up, so those names may be passed on.
+ARQ_METHODS = {"enqueue_job", "all_job_results", "queued_jobs"}
+PASSED_ON = {"done_channel", "released_channel", "cancel_channel", "durability_probe", "prefix"}
+
+
+def _key_names() -> set[str]:
+    from mcp_batch.keys import Keys
+
+    return {name for name in vars(Keys) if not name.startswith("_")} - PASSED_ON
+
+
+def test_the_processes_touch_no_queue_method_and_no_key_name() -> None:
+    key_names = _key_names()
+    for package in ("service", "worker"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.Attribute):
+                    continue
+                where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                assert node.attr not in ARQ_METHODS, f"{where}: arq's {node.attr}; use the store's queue"
+                owner = node.value
+                named_keys = (isinstance(owner, ast.Name) and owner.id == "keys") or (
+                    isinstance(owner, ast.Attribute) and owner.attr == "keys"
+                )
+                assert not (named_keys and node.attr in key_names), f"{where}: key name {node.attr}; ask the store"

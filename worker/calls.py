@@ -94,6 +94,7 @@ async def run_call(
     read_only: bool = True,
     dispatched: Callable[[], None] | None = None,
     share: tuple[str, float] | None = None,
+    batch_id: str = "",
     priority: tuple[str, Priority] | None = None,
     progress: ProgressFnT | None = None,
 ) -> ItemRecord:
@@ -120,7 +121,7 @@ async def run_call(
     call.attempts, call.waited = 0, 0.0
     if pool.write_wait is not None and not repeatable:
         try:  # the claim on replicas and disk first: neither a failover nor a host crash can make this write run twice
-            await pool.write_wait()
+            await pool.write_wait(batch_id)
         except ReplicaWaitFailed as exc:
             details = {"replicas_confirmed": exc.acked, "replicas_wanted": exc.wanted, "wait_seconds": exc.timeout}
             return call.done(ItemStatus.error, error_info("replica_wait_failed", str(exc), "storage", **details))

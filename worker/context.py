@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arq import ArqRedis
+from redis.asyncio import Redis
 
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
@@ -37,6 +38,7 @@ class WorkerState:
     pages: CursorPages  # answers calls that carry a cursor
     draining: asyncio.Event = field(default_factory=asyncio.Event)  # a graceful stop has begun
     loops: list[asyncio.Task[None]] = field(default_factory=list)  # heartbeat, recovery, webhooks
+    data: Redis | None = None  # the data plane's client, when it is not `redis` (closed at shut-down)
     latency: LatencySampler | None = None  # the calls' latencies, for the dry run's estimate
 
 

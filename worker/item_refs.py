@@ -35,6 +35,7 @@ class BatchReferences:
     def __init__(self, store: Store, batch_id: str) -> None:
         self._store = store
         self._batch_id = batch_id
+        self.batch_id = batch_id
         self._ids: dict[str, int] | None = None
         self._records: dict[int, Mapping[str, Any]] = {}
         self._changed = asyncio.Event()

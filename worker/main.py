@@ -10,7 +10,7 @@ import os
 import signal
 import socket
 from contextlib import ExitStack, suppress
-from functools import cache, partial
+from functools import cache
 from typing import Any
 
 from arq import func
@@ -28,13 +28,14 @@ from mcp_batch.keys import Keys
 from mcp_batch.ops import durability, logs, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.ops.replication import WriteGuard
+from mcp_batch.ops.slot_wait import SlotWait
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
+from mcp_batch.store.connection import check_control, close_data, control_settings, data_client
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.store.outage import redis_retried
-from mcp_batch.store.overview import Heartbeat
-from mcp_batch.store.sentinel import arq_settings
+from mcp_batch.store.queue import Heartbeat, queue_name, wake_channel
 from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
@@ -60,18 +61,21 @@ async def startup(ctx: dict[str, Any]) -> None:
     registry = load_servers(settings.servers)
     keys = Keys(settings.key_prefix)
     redis = ctx["redis"]
-    catalog = Catalog(redis, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)
+    await check_control(redis)
+    data = await data_client(settings, redis)
+    catalog = Catalog(data, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)
     released, cancels, done = (
         Listener(redis, c) for c in (keys.released_channel, keys.cancel_channel, keys.done_channel)
     )
     for listener in (released, cancels, done):
         await listener.start()
     if settings.limiter == "redis":
-        gate = Gate(RateLimiter(redis, keys), LeaseSemaphore(redis, keys), released, settings.redis_outage_seconds)
-        gate.turns = PriorityTurns(Priorities(redis, keys), settings.redis_outage_seconds)  # priority lives in Redis
+        limiter, semaphore = RateLimiter(data, keys), LeaseSemaphore(data, keys, control=redis)
+        gate = Gate(limiter, semaphore, released, settings.redis_outage_seconds)
+        gate.turns = PriorityTurns(Priorities(data, keys), settings.redis_outage_seconds)  # priority lives in Redis
     else:
         gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released, settings.redis_outage_seconds)
-    store = Store.from_settings(redis, settings)
+    store = Store.from_settings(data, settings, control=redis)
     pool = SessionPool(
         registry,
         catalog,
@@ -87,17 +91,18 @@ async def startup(ctx: dict[str, Any]) -> None:
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     # Bound in this (the worker's main) task's context, so every job, lane and loop started from here inherits them.
     logs.bind(worker=worker_id)
-    persistence = await durability.read(redis, settings)
+    persistence = await durability.read(data, settings)  # where the claims are written
     durability.log_at_start(persistence, "worker")
     guard = WriteGuard(persistence.waits_for_disk, settings.replica_wait_count, settings.replica_wait_seconds)
     if guard.disk or guard.waits_for_replicas:  # a write is sent only once its claim is on replicas and disk
-        pool.write_wait = partial(guard, redis, keys.durability_probe)
+        pool.write_wait = SlotWait(guard, data, keys)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
     cursors = CursorKey(await cursor_secret(redis, keys, settings.cursor_secret))
     pages = CursorPages(store, cursors, settings.response_max_bytes)
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)
+    state.data = data
     state.latency = LatencySampler(store.latencies)
-    heartbeat = Heartbeat(redis, keys, worker_id)
+    heartbeat = store.queue.heartbeat(worker_id)
     await heartbeat.beat()  # live (and counted by /readyz) before the first job
     state.loops = [
         asyncio.create_task(_beat_forever(heartbeat), name="heartbeat"),
@@ -131,7 +136,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         # Best effort: a worker stopping in a Redis outage still closes its sessions (their processes) below, and
         # its heartbeat ages out of the set by itself.
         with suppress(RedisError, OSError):
-            await found.redis.zrem(found.keys.workers, found.worker_id)
+            await found.store.queue.forget(found.worker_id)
             if found.latency is not None:
                 await found.latency.close()
     finally:
@@ -139,6 +144,10 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         await found.pool.close()
         for listener in (found.released, found.cancels, found.done):
             await listener.stop()
+        if isinstance(found.pool.write_wait, SlotWait):
+            await found.pool.write_wait.close()
+        if found.data is not None:
+            await close_data(found.data, found.redis)
         tracing.flush()
 
 
@@ -238,8 +247,8 @@ def arq_options(settings: Settings) -> dict[str, Any]:
         "functions": [job],
         "on_startup": startup,
         "on_shutdown": shutdown,
-        "queue_name": Keys(settings.key_prefix).queue,
-        "redis_settings": arq_settings(settings.redis_url),
+        "queue_name": queue_name(Keys(settings.key_prefix)),
+        "redis_settings": control_settings(settings),
         "max_jobs": settings.worker_max_jobs,
         "ctx": {"settings": settings},
         "keep_result": 0,
@@ -249,9 +258,12 @@ def arq_options(settings: Settings) -> dict[str, Any]:
 def create_worker(settings: Settings | None = None, **overrides: Any) -> Worker:
     """A worker for these settings; `overrides` go to arq's Worker (tests pass handle_signals=False, burst...)."""
     settings = settings or get_settings()
-    wake_channel = Keys(settings.key_prefix).wake_channel
     options = arq_options(settings) | overrides
-    return Worker(wake_channel=wake_channel, idle_poll_seconds=settings.worker_idle_poll_seconds, **options)
+    return Worker(
+        wake_channel=wake_channel(Keys(settings.key_prefix)),
+        idle_poll_seconds=settings.worker_idle_poll_seconds,
+        **options,
+    )
 
 
 _WORKER_SETTINGS_DOC = """For `arq worker.main.WorkerSettings`: arq's plain settings class, made from the environment's

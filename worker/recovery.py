@@ -21,10 +21,9 @@ logger = logging.getLogger(__name__)
 
 async def requeue(state: WorkerState, batch_id: str, shard: int, generation: int) -> None:
     """Queue a replacement shard job (its lease is already held for it) and wake idle workers."""
-    keys, redis = state.keys, state.redis
-    job = shards.job_id(batch_id, shard, generation)
-    await redis.enqueue_job("run_batch", batch_id, shard, generation, _job_id=job, _queue_name=keys.queue)
-    await redis.publish(keys.wake_channel, batch_id)
+    queue = state.store.queue
+    await queue.enqueue(batch_id, shard, shards.job_id(batch_id, shard, generation), generation)
+    await queue.wake(batch_id)
 
 
 async def sweep(state: WorkerState) -> int:

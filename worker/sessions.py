@@ -189,7 +189,7 @@ class SessionPool:
         self.connect_timeout = connect_timeout
         self.default_timeout = default_timeout
         # Set when a claim may have to reach replicas or the disk before a write is sent (ops/replication.py)
-        self.write_wait: Callable[[], Awaitable[None]] | None = None
+        self.write_wait: Callable[[str], Awaitable[None]] | None = None  # given the batch id
         self._sessions: dict[str, BackendSession] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._refresh_seconds = catalog.refresh_seconds

@@ -16,7 +16,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from mcp_batch import records, shards
 from mcp_batch.contract import budget
@@ -231,7 +231,9 @@ async def _run_item(
         prepared = await references.prepare(claim)
         if isinstance(prepared, Claim):
             rank = (meta.tenant, meta.priority)
-            return await run_call(pool, prepared, build, meta.read_only, dispatched, share, rank, progress)
+            return await run_call(
+                pool, prepared, build, meta.read_only, dispatched, share, references.batch_id, rank, progress
+            )
         return build(prepared.status, error=prepared.error, attempts=0)  # nothing ran
     except _NotSent:
         raise
@@ -248,7 +250,7 @@ async def _renew(store: Store, batch_id: str, job: str, every: float, run: _Shar
                 logger.warning("job %s lost its lease (taken over); claiming nothing more", job)
                 run.lost = True
                 return
-        except (RedisError, OSError) as exc:
+        except (RedisError, RedisClusterException, OSError) as exc:
             logger.warning("could not renew the lease of job %s: %s", job, type(exc).__name__)
 
 

@@ -77,8 +77,7 @@ return {0, tonumber(first[2]) - now}
 
 # KEYS: lease zset. ARGV: lease id, channel, server.
 _RELEASE = """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
-return 1
+return redis.call('ZREM', KEYS[1], ARGV[1])
 """
 
 _US = 1_000_000
@@ -196,8 +195,9 @@ class LocalRateLimiter:
 class LeaseSemaphore:
     """At most `limit` leases per backend across all workers; a lease expires if its holder dies."""
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, control: Redis | None = None) -> None:
         self._redis = redis
+        self._control = redis if control is None else control  # where the released channel is published
         self._keys = keys
         self._acquire = redis.register_script(_ACQUIRE)
         self._release = redis.register_script(_RELEASE)
@@ -214,7 +214,9 @@ class LeaseSemaphore:
         return None if int(ok) else max(0.0, int(expires_in) / 1000)
 
     async def release(self, server: str, lease: str) -> None:
-        await self._release(keys=[self._keys.leases(server)], args=[lease, self._keys.released_channel, server])
+        # Published on the control plane, where the listeners are (the leases may sit on a cluster node).
+        if int(await self._release(keys=[self._keys.leases(server)], args=[lease])):
+            await self._control.publish(self._keys.released_channel, server)
 
     async def in_use(self, server: str) -> int:
         """Leases held now (unexpired)."""

@@ -55,7 +55,7 @@ redis.call('HSET', KEYS[1], field, string.format('%.0f', tat + tonumber(ARGV[2])
 return {1, string.format('%.0f', wait)}
 """
 
-# KEYS: the priority hashes of the batch's backends. ARGV: the job's field, how long it holds (ms).
+# KEYS: the priority hash of one of the batch's backends. ARGV: the job's field, how long it holds (ms).
 _HOLD = """
 local t = redis.call('TIME')
 local until_ = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
@@ -98,9 +98,9 @@ class Priorities:
 
     async def hold(self, servers: Iterable[str], tenant: str, priority: Priority, job: str, seconds: float) -> None:
         """Say that `job` of this rank runs on `servers` for the next `seconds` (renewed as its lease is)."""
-        keys = [self._keys.priority(server, tenant) for server in servers]
-        if keys:
-            await self._hold(keys=keys, args=[self._field(priority, job), round(seconds * 1000)])
+        args: list[str | int] = [self._field(priority, job), round(seconds * 1000)]
+        for server in servers:  # one script per backend: each backend's hash is on its own cluster slot
+            await self._hold(keys=[self._keys.priority(server, tenant)], args=args)
 
     async def release(self, servers: Iterable[str], tenant: str, priority: Priority, job: str) -> None:
         """`job` has ended: the ranks below it are no longer held back for it."""

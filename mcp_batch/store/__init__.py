@@ -7,6 +7,7 @@
     tenants       who owns a batch, and each tenant's batches newest first
     idempotency   Idempotency-Key records
     webhooks      the completion webhooks' delivery queue
+    queue         shard jobs into arq's queue and the wake after them, workers' heartbeats (the control plane)
     deletion      deleting an ended batch whole
     questions     the questions backends wait on during a call, and the callers' answers
     latencies     the call latency observed recently per backend and tool (the dry run's estimate)
@@ -27,11 +28,13 @@ from mcp_batch.store.backlog import Backlog
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.claims import Claims
 from mcp_batch.store.deletion import Deletion
+from mcp_batch.store.ending import Ending
 from mcp_batch.store.idempotency import IdempotencyKeys
 from mcp_batch.store.latency import Latencies
 from mcp_batch.store.leases import Leases
 from mcp_batch.store.progress import Progress
 from mcp_batch.store.questions import Questions
+from mcp_batch.store.queue import JobQueue
 from mcp_batch.store.reads import Reads
 from mcp_batch.store.submits import Submits
 from mcp_batch.store.tenant_index import TenantIndex
@@ -44,7 +47,8 @@ _DEFAULTS = Settings.model_fields  # the keyword arguments' defaults are the set
 
 
 class Store:
-    """Batch persistence over one Redis connection pool, as composed parts. A process builds it `from_settings`."""
+    """Batch persistence as composed parts, over the data plane's client (`redis`: a Redis or a cluster's) and the
+    control plane's (`control`: arq's pool; the same Redis when unset). A process builds it `from_settings`."""
 
     def __init__(
         self,
@@ -55,25 +59,33 @@ class Store:
         response_max_bytes: int = _DEFAULTS["response_max_bytes"].default,
         lease_seconds: float = _DEFAULTS["lease_seconds"].default,
         outage_seconds: float = _DEFAULTS["redis_outage_seconds"].default,
+        control: Redis | None = None,
     ) -> None:
         live_ms = LIVE_TTL_SECONDS * 1000
         lease_ms = int(lease_seconds * 1000)
-        self.submits = Submits(redis, keys, retention_seconds, response_max_bytes, lease_ms, live_ms)
-        self.claims = Claims(redis, keys, live_ms, outage_seconds)
+        control = redis if control is None else control
+        self.data, self.control = redis, control
+        ending = Ending(redis, control, keys)
+        self.submits = Submits(redis, keys, retention_seconds, response_max_bytes, lease_ms, live_ms, control)
+        self.claims = Claims(redis, keys, live_ms, outage_seconds, ending)
         self.reads = Reads(redis, keys, done)
-        self.leases = Leases(redis, keys, lease_ms, live_ms)
+        self.leases = Leases(redis, keys, lease_ms, live_ms, control, ending)
         self.tenants = TenantIndex(redis, keys)
         self.idempotency = IdempotencyKeys(redis, keys, live_ms)
-        self.webhooks = WebhookQueue(redis, keys, _WEBHOOK_LEASE_SECONDS)
-        self.deletion = Deletion(redis, keys)
+        self.webhooks = WebhookQueue(redis, keys, _WEBHOOK_LEASE_SECONDS, control)
+        self.queue = JobQueue(control, keys)
+        self.deletion = Deletion(redis, keys, control)
         self.questions = Questions(redis, keys)
         self.latencies = Latencies(redis, keys)
-        self.backlog = Backlog(redis, keys)
+        self.backlog = Backlog(redis, keys, control)
         self.progress = Progress(redis, keys)
 
     @classmethod
-    def from_settings(cls, redis: Redis, settings: Settings, done: Listener | None = None) -> Store:
-        """The store of a process: every part given what the settings say (`done`: the API's listener, for waits)."""
+    def from_settings(
+        cls, redis: Redis, settings: Settings, done: Listener | None = None, control: Redis | None = None
+    ) -> Store:
+        """The store of a process: every part given what the settings say (`done`: the API's listener, for waits;
+        `redis` the data plane, `control` the control plane's arq pool, when they differ)."""
         return cls(
             redis,
             Keys(settings.key_prefix),
@@ -82,6 +94,7 @@ class Store:
             settings.response_max_bytes,
             settings.lease_seconds,
             settings.redis_outage_seconds,
+            control,
         )
 
 

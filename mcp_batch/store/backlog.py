@@ -1,7 +1,8 @@
 """What unfinished batches still ask of each backend: the queued work the dry run's estimate counts ahead of a new
 batch. Read from the batches themselves (each stores its calls per server when it is submitted; its counters say how
 many are left), found through the shard jobs' set: a batch is listed there from its submit until its last job ends,
-so a cancel, an expiry or a recovery leaves nothing to correct. The read costs one HMGET per live batch."""
+so a cancel, an expiry or a recovery leaves nothing to correct. The read costs one HMGET per live batch: the jobs'
+set on the control plane, then the batches on the data plane (on a cluster, one pipeline sent to each node)."""
 
 from __future__ import annotations
 
@@ -42,12 +43,13 @@ def _left(row: list[bytes | None]) -> tuple[str, dict[str, int]] | None:
 class Backlog:
     """The queued work of the live batches."""
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, control: Redis | None = None) -> None:
         self.redis = redis
+        self.control = redis if control is None else control
         self.keys = keys
 
     async def queued(self) -> Queued:
-        jobs = await self.redis.zrange(self.keys.jobs, 0, _MOST - 1)
+        jobs = await self.control.zrange(self.keys.jobs, 0, _MOST - 1)
         batch_ids = sorted({shards.parse(job.decode())[0] for job in jobs})
         async with self.redis.pipeline(transaction=False) as pipe:
             for batch_id in batch_ids:

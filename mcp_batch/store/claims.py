@@ -21,6 +21,7 @@ from mcp_batch.keys import Keys
 from mcp_batch.models import FAILED_ITEM
 from mcp_batch.records import ItemRecord, dump
 from mcp_batch.store.batch_row import load_spec
+from mcp_batch.store.ending import Ending
 from mcp_batch.store.outage import with_redis_retry
 from mcp_batch.store.scripts import ADVANCE, batch_args, batch_keys
 
@@ -67,8 +68,9 @@ def _claim(index: Any, raw: bytes, flag: Any) -> Claim:
 class Claims:
     """The finish-and-claim script (a shard job's feeder gathers what each call carries)."""
 
-    def __init__(self, redis: Redis, keys: Keys, live_ms: int, outage_seconds: float) -> None:
+    def __init__(self, redis: Redis, keys: Keys, live_ms: int, outage_seconds: float, ending: Ending) -> None:
         self.redis = redis
+        self.ending = ending
         self.keys = keys
         self.live_ms = live_ms
         self.outage_seconds = outage_seconds  # how long a step waits out a Redis outage before failing
@@ -100,11 +102,13 @@ class Claims:
             if failed:
                 failed_ids.append(claim.id)
         back = ",".join(f"{claim.index}:{int(claim.recovered)}" for claim in give_back)
-        args = [*batch_args(self.keys, batch_id), job, self.live_ms, want, ",".join(heads), b"".join(blobs), back]
+        args = [*batch_args(batch_id), job, self.live_ms, want, ",".join(heads), b"".join(blobs), back]
         told = "" if lanes is None else " ".join(map(str, lanes))
         args += [told, ",".join(str(claim.index) for claim in held), *failed_ids]
         reply = await self._evalsha(batch_keys(self.keys, batch_id), args)
         state = int(reply[0])
+        if reply[1]:  # this step ended the batch
+            await with_redis_retry(lambda: self.ending.settle(batch_id), outage=self.outage_seconds)
         claims = [_claim(*reply[i : i + 3]) for i in range(2, len(reply), 3)]
         return Step(claims, more=state == 1, lost=state == -3)
 

@@ -1,11 +1,17 @@
-"""Deleting an ended batch whole, in one script (`Store.deletion`): every key of the batch, its place in its tenant's
-list and in the index of each of its metadata pairs, its Idempotency-Key's record, its stored bytes (released now,
-not when its keys would have expired) and a completion webhook not yet delivered. Atomic: a batch is there whole or
-not at all, and one that has not ended is refused without a change.
+"""Deleting an ended batch whole (`Store.deletion`): every key of the batch, its place in its tenant's list and in
+the index of each of its metadata pairs, its Idempotency-Key's record, its stored bytes (released now, not when its
+keys would have expired) and a completion webhook not yet delivered. A batch that has not ended is refused without a
+change.
 
-The keys the script touches are named from the batch's hash (its tenant and metadata, which never change once
-written), read first; the script reads the hash again, so a batch deleted or ended in between is seen as it is.
-A webhook attempt a worker has already claimed may still be sent; the next one finds the batch gone.
+These live on three slots (the batch's, its tenant's, the control plane), so a delete is three steps, batch first:
+one script checks that the batch has ended and deletes its keys (atomic: the batch is there whole or not at all),
+then one script on the tenant's slot takes it out of the tenant's list, indexes and bytes, then its Idempotency-Key
+and the control plane's webhook and deadline entries go. A crash after the first step leaves only what a batch's
+expiry leaves, which cleans itself: ids in the tenant's list and indexes that a listing drops as it meets them,
+bytes released when their time comes, webhook and deadline entries whose consumers find no batch, a record that
+expires with its retention. The keys are named from the batch's hash (its tenant and metadata, which never change
+once written), read first; the first script reads the hash again, so a batch deleted or ended in between is seen as
+it is. A webhook attempt a worker has already claimed may still be sent; the next one finds the batch gone.
 """
 
 from __future__ import annotations
@@ -18,44 +24,45 @@ from redis.asyncio import Redis
 from mcp_batch.errors import BatchNotEnded, BatchNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import TERMINAL_BATCH
+from mcp_batch.store.admission import metadata_indexes
 from mcp_batch.store.batch_row import load_metadata
 
 _TERMINAL = "{" + ", ".join(f"{status.value} = true" for status in sorted(TERMINAL_BATCH)) + "}"
 
-# KEYS: 1-8 the batch's keys (Keys.batch_keys; any more it lists follow, `ARGV[2]` of them), then webhooks,
-#       deadlines, tenant batches, tenant stored bytes, tenant stored sizes, tenant stored until, then the index of
-#       each metadata pair. ARGV: 1 batch id, 2 how many batch keys.
-# Returns {'deleted'}, {'missing'} or {'running', status}.
-_DELETE = f"""
+# The batch's slot. KEYS: the batch's keys (Keys.batch_keys, then its questions, answers and progress).
+# Returns {'deleted', its Idempotency-Key's record ('' none)}, {'missing'} or {'running', status}.
+_DELETE_BATCH = f"""
 local TERMINAL = {_TERMINAL}
-local id, n = ARGV[1], tonumber(ARGV[2])
 local m = redis.call('HMGET', KEYS[1], 'status', 'idempotency_key')
 if not m[1] then return {{'missing'}} end
 if not TERMINAL[m[1]] then return {{'running', m[1]}} end
-local webhooks, deadlines, list, bytes, sizes, untils = n + 1, n + 2, n + 3, n + 4, n + 5, n + 6
-local size = redis.call('HGET', KEYS[sizes], id)
+redis.call('DEL', unpack(KEYS))
+return {{'deleted', m[2] or ''}}
+"""
+
+# The tenant's slot. KEYS: 1 stored bytes, 2 stored sizes, 3 stored until, 4 the tenant's batches, then the index of
+# each metadata pair. ARGV: 1 batch id. Idempotent: the bytes are released once.
+_DELETE_TENANT = """
+local id = ARGV[1]
+local size = redis.call('HGET', KEYS[2], id)
 if size then
-  redis.call('DECRBY', KEYS[bytes], tonumber(size))
-  redis.call('HDEL', KEYS[sizes], id)
+  redis.call('DECRBY', KEYS[1], tonumber(size))
+  redis.call('HDEL', KEYS[2], id)
 end
-redis.call('ZREM', KEYS[untils], id)
-redis.call('ZREM', KEYS[list], id)
-for i = n + 7, #KEYS do redis.call('ZREM', KEYS[i], id) end
-redis.call('ZREM', KEYS[webhooks], id)
-redis.call('ZREM', KEYS[deadlines], id)
-if m[2] then redis.call('DEL', m[2]) end
-for i = 1, n do redis.call('DEL', KEYS[i]) end
-return {{'deleted'}}
+for i = 3, #KEYS do redis.call('ZREM', KEYS[i], id) end
+return 1
 """
 
 
 class Deletion:
     """Deletes ended batches."""
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, control: Redis | None = None) -> None:
         self.redis = redis
+        self.control = redis if control is None else control
         self.keys = keys
-        self._delete = redis.register_script(_DELETE)
+        self._delete_batch = redis.register_script(_DELETE_BATCH)
+        self._delete_tenant = redis.register_script(_DELETE_TENANT)
 
     async def delete(self, batch_id: str) -> None:
         """Remove the ended batch and everything that names it; BatchNotFound when there is none, BatchNotEnded
@@ -67,14 +74,20 @@ class Deletion:
         if tenant is None:
             raise BatchNotFound(batch_id)
         owner = tenant.decode()
-        own = keys.batch_keys(batch_id)
-        shared = [keys.webhooks, keys.deadlines, keys.tenant_batches(owner), keys.tenant_stored_bytes(owner)]
-        shared += [keys.tenant_stored_sizes(owner), keys.tenant_stored_until(owner)]
-        pairs = load_metadata(None if raw is None else raw.decode())
-        indexes = [keys.tenant_metadata(owner, key, value) for key, value in pairs.items()]
-        reply = cast(list[Any], await self._delete([*own, *shared, *indexes], [batch_id, len(own)]))
+        own = [*keys.batch_keys(batch_id), keys.questions(batch_id), keys.answers(batch_id), keys.progress(batch_id)]
+        reply = cast(list[Any], await self._delete_batch(own, []))
         outcome = reply[0].decode()
         if outcome == "missing":
             raise BatchNotFound(batch_id)
         if outcome == "running":
             raise BatchNotEnded(batch_id, reply[1].decode())
+        pairs = load_metadata(None if raw is None else raw.decode())
+        shared = [keys.tenant_stored_bytes(owner), keys.tenant_stored_sizes(owner), keys.tenant_stored_until(owner)]
+        shared += [keys.tenant_batches(owner), *metadata_indexes(keys, owner, pairs)]
+        await self._delete_tenant(shared, [batch_id])
+        if reply[1]:
+            await self.redis.delete(reply[1].decode())
+        async with self.control.pipeline(transaction=True) as pipe:
+            pipe.zrem(keys.webhooks, batch_id)
+            pipe.zrem(keys.deadlines, batch_id)
+            await pipe.execute()

@@ -36,15 +36,13 @@ RESERVE_MS = 60_000  # a placeholder's life: far longer than storing and queuein
 WAIT_SECONDS = 5.0  # how long a request finding a placeholder waits for the winner's batch
 POLL_SECONDS = 0.05  # a rare race, so a short poll rather than a channel of its own
 
-# KEYS: record, batch meta. ARGV: placeholder, final record, fallback TTL (ms).
+# KEYS: record. ARGV: placeholder, final record, the batch's remaining TTL (ms; read before, on the batch's slot).
 # Write the final record over our own placeholder only (or where it lapsed and nobody took the key since),
 # with the batch's remaining TTL, so the record and the batch expire together whichever is written first.
 _COMPLETE = """
 local held = redis.call('GET', KEYS[1])
 if held and held ~= ARGV[1] then return 0 end
-local ttl = redis.call('PTTL', KEYS[2])
-if ttl <= 0 then ttl = tonumber(ARGV[3]) end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1
 """
 
@@ -122,9 +120,9 @@ class IdempotencyKeys:
         """Turn our placeholder into the batch's record, expiring with the batch."""
         assert held.placeholder is not None
         final = json.dumps({"batch_id": batch_id, "fingerprint": held.fingerprint})
-        args = (held.placeholder, final, str(self.live_ms))
-        meta_key = self.keys.batch(batch_id)
-        written = await cast(Awaitable[int], self.redis.eval(_COMPLETE, 2, held.name, meta_key, *args))
+        ttl = await cast(Awaitable[int], self.redis.pttl(self.keys.batch(batch_id)))
+        args = (held.placeholder, final, str(ttl if ttl > 0 else self.live_ms))
+        written = await cast(Awaitable[int], self.redis.eval(_COMPLETE, 1, held.name, *args))
         if not written:
             # Only when storing took longer than RESERVE_MS and another request claimed the key meanwhile.
             logger.warning("Idempotency-Key reservation lapsed before batch %s was stored", batch_id)

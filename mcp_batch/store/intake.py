@@ -18,11 +18,12 @@ from redis.asyncio import Redis
 
 from mcp_batch.keys import Keys
 from mcp_batch.models import Call
+from mcp_batch.store.connection import is_cluster
 
 CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
 STAGE_OVER = 5_000  # a batch with more calls is staged ahead of its MULTI
 _STEP = 10 * CHUNK  # calls a worker thread encodes in one go while the loop sends the step before
-_STAGED_SECONDS = 600  # how long staged calls outlive a submit that failed before its MULTI
+STAGED_SECONDS = 600  # how long staged calls outlive a submit that failed before its MULTI
 _OFF_LOOP_CALLS = 1_000  # a batch with more calls is encoded in a worker thread
 
 Specs = Callable[[list[Call], int], list[bytes]]  # the stored form of calls, given the first one's index
@@ -65,7 +66,7 @@ async def stage(redis: Redis, keys: Keys, batch_id: str, calls: list[Call], spec
     """Write a large batch's calls and ids ahead of its MULTI, briefly kept (the MULTI gives them the batch's life);
     their stored bytes. A failure removes what was written."""
     calls_key, ids_key = keys.calls(batch_id).encode(), keys.ids(batch_id).encode()
-    ttl = b"%d" % _STAGED_SECONDS
+    ttl = b"%d" % STAGED_SECONDS
 
     def step(start: int) -> tuple[list[bytes], int]:
         """The packed commands of calls `start` to `start + _STEP`, and the bytes of their specs."""
@@ -78,6 +79,8 @@ async def stage(redis: Redis, keys: Keys, batch_id: str, calls: list[Call], spec
             packed[0] += _packed(b"EXPIRE", calls_key, ttl) + _packed(b"EXPIRE", ids_key, ttl)
         return packed, encoded.stored
 
+    if is_cluster(redis):
+        return await _stage_on_cluster(redis, keys.calls(batch_id), keys.ids(batch_id), calls, specs)
     pool = redis.connection_pool
     stored = 0
     try:
@@ -97,6 +100,28 @@ async def stage(redis: Redis, keys: Keys, batch_id: str, calls: list[Call], spec
             raise
         finally:
             await pool.release(connection)
+    except BaseException:
+        await redis.delete(calls_key, ids_key)
+        raise
+    return stored
+
+
+async def _stage_on_cluster(redis: Redis, calls_key: str, ids_key: str, calls: list[Call], specs: Specs) -> int:
+    """A cluster client has no one connection to pack onto: each step is a pipeline to the batch's node."""
+    stored = 0
+    try:
+        for start in range(0, len(calls), _STEP):
+            encoded = await asyncio.to_thread(_encoded, calls[start : start + _STEP], specs, start)
+            stored += encoded.stored
+            async with redis.pipeline(transaction=False) as pipe:
+                for chunk_start in range(0, len(encoded.specs), CHUNK):
+                    chunk_specs, chunk_ids = encoded.chunk(chunk_start)
+                    pipe.rpush(calls_key, *chunk_specs)
+                    pipe.hset(ids_key, items=chunk_ids)
+                if start == 0:
+                    pipe.expire(calls_key, STAGED_SECONDS)
+                    pipe.expire(ids_key, STAGED_SECONDS)
+                await pipe.execute()
     except BaseException:
         await redis.delete(calls_key, ids_key)
         raise

@@ -1,7 +1,8 @@
 """A batch's life beyond claiming: shard job leases and their take-over, cancel and deadlines (`Store.leases`).
 
-Each is one Lua script (scripts.py) over the batch's keys, so a take-over, a cancel or an expiry is atomic whatever
-the workers are doing meanwhile.
+Each is one Lua script (scripts.py) over the batch's keys (one slot), so a take-over, a cancel or an expiry is atomic
+whatever the workers are doing meanwhile. A job's lease is the batch's `lease:<job>` field; the control plane's
+`{p}:jobs` index, which the recovery sweep reads, follows it and may lag it: the batch's field decides.
 """
 
 from __future__ import annotations
@@ -15,14 +16,38 @@ from redis.asyncio import Redis
 from mcp_batch import shards
 from mcp_batch.errors import BatchAlreadyFinished, BatchNotFound
 from mcp_batch.keys import Keys
-from mcp_batch.models import BatchStatus
+from mcp_batch.models import TERMINAL_BATCH, BatchStatus
+from mcp_batch.store.ending import Ending
 from mcp_batch.store.scripts import CANCEL, EXPIRE, RENEW, TAKE_OVER, batch_args, batch_keys
+
+# KEYS: 1 the jobs index. ARGV: 1 'NX', 'XX' or '' (ZADD's flag), 2 ms from now (this Redis's clock), then job ids.
+_INDEX = """
+local t = redis.call('TIME')
+local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+for i = 3, #ARGV do
+  if ARGV[1] == '' then
+    redis.call('ZADD', KEYS[1], at, ARGV[i])
+  else
+    redis.call('ZADD', KEYS[1], ARGV[1], at, ARGV[i])
+  end
+end
+return at
+"""
+
+# KEYS: 1 arq queue, 2 arq in-progress of the job. ARGV: job. 1 when it waits in arq's queue and has not started.
+_QUEUED = """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('EXISTS', KEYS[2]) == 0 then return 1 end
+return 0
+"""
 
 # A shard job started on a worker: the batch names the worker (`runner:<job>`), for the items a take-over (TAKE_OVER)
 # finds it had in flight. KEYS: 1 meta. ARGV: 1 job, 2 worker. Nothing is written for a batch that is gone.
 _STARTED = """
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'runner:' .. ARGV[1], ARGV[2]) end
 """
+
+
+TERMINAL_VALUES = frozenset(status.value for status in TERMINAL_BATCH)
 
 
 @dataclass(frozen=True)
@@ -41,8 +66,10 @@ def _next_generation(job: str) -> tuple[str, int, int]:
 class Leases:
     """Leases, take-overs, cancel and expiry."""
 
-    def __init__(self, redis: Redis, keys: Keys, lease_ms: int, live_ms: int) -> None:
+    def __init__(self, redis: Redis, keys: Keys, lease_ms: int, live_ms: int, control: Redis, ending: Ending) -> None:
         self.redis = redis
+        self.control = control
+        self.ending = ending
         self.keys = keys
         self.lease_ms = lease_ms
         self.live_ms = live_ms
@@ -51,17 +78,31 @@ class Leases:
         self._expire = redis.register_script(EXPIRE)
         self._renew = redis.register_script(RENEW)
         self._started = redis.register_script(_STARTED)
+        self._index = control.register_script(_INDEX)
+        self._queued = control.register_script(_QUEUED)
 
     def _script_keys(self, batch_id: str) -> list[str]:
         return batch_keys(self.keys, batch_id)
 
     def _script_args(self, batch_id: str) -> list[Any]:
-        return batch_args(self.keys, batch_id)
+        return batch_args(batch_id)
+
+    async def index(self, jobs: list[str], flag: str = "", ms: int | None = None) -> None:
+        """Put shard jobs in the control plane's index, lapsing `ms` from now (the lease) on its clock."""
+        if jobs:
+            await self._index([self.keys.jobs], [flag, self.lease_ms if ms is None else ms, *jobs])
 
     async def renew(self, batch_id: str, job: str) -> bool:
-        """Start or renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""
-        keys = [self.keys.jobs, self.keys.unfinished, *self.keys.batch_keys(batch_id)]
-        return bool(await self._renew(keys, [job, self.lease_ms, self.live_ms, batch_id]))
+        """Renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""
+        reply = cast(list[Any], await self._renew(self._script_keys(batch_id), [job, self.lease_ms, self.live_ms]))
+        if not int(reply[0]):
+            return False
+        # The batch's lease first: the index only tells the sweep where to look, and a lagging one costs a look.
+        await self.index([job])
+        due, unfinished, stored = int(reply[1]), reply[2].decode(), reply[3].decode()
+        if due > 0 or stored:
+            await self.ending.count_down(batch_id, due, unfinished, stored, self.live_ms)
+        return True
 
     async def started(self, batch_id: str, job: str, worker: str) -> None:
         """Record which worker runs a shard job: items a take-over finds it had in flight name it, should they never
@@ -87,42 +128,67 @@ class Leases:
 
         Without force, only when the job's lease has lapsed. Returns 'replaced' when the caller must queue
         `new_job`; 'gone', 'alive', 'queued', 'released' or 'done' when not."""
-        keys = [
-            *self._script_keys(batch_id),
-            self.keys.queue,
-            self.keys.arq_job(job),
-            self.keys.arq_in_progress(job),
-        ]
         clean = ",".join(str(i) for i in never_dispatched or [])
         mode = mode or ("1" if force else "0")
-        args = [*self._script_args(batch_id), job, new_job, self.lease_ms, mode, self.live_ms, clean]
-        reply = await self._take_over(keys, args)
-        return cast(bytes, reply).decode()
+        queued = "0"
+        if mode == "0":
+            arq_keys = [self.keys.queue, self.keys.arq_in_progress(job)]
+            queued = str(int(await self._queued(arq_keys, [job])))
+        # The replacement is in the index before the batch grants it a lease: a crash after the grant leaves it to
+        # lapse there and be taken over in turn; an entry the grant never followed is dropped below, or by the sweep
+        # that finds no such lease.
+        await self.index([new_job], "NX")
+        args = [*self._script_args(batch_id), job, new_job, self.lease_ms, mode, self.live_ms, clean, queued]
+        raw_outcome, raw_ms = cast(list[Any], await self._take_over(self._script_keys(batch_id), args))
+        outcome = str(raw_outcome.decode())
+        if outcome != "replaced":
+            await self.control.zrem(self.keys.jobs, new_job)
+        if outcome in ("alive", "queued"):
+            await self.index([job], "", int(raw_ms))
+        elif outcome == "gone":
+            await self.control.zrem(self.keys.jobs, job)
+        else:
+            async with self.control.pipeline(transaction=True) as pipe:
+                pipe.zrem(self.keys.jobs, job)
+                pipe.zrem(self.keys.queue, job)
+                pipe.delete(self.keys.arq_job(job), self.keys.arq_in_progress(job))
+                await pipe.execute()
+            if outcome == "done":
+                await self.ending.settle(batch_id)
+        return outcome
 
     async def lapsed_jobs(self, limit: int = 100) -> list[str]:
-        """Shard jobs whose lease has lapsed (on Redis's clock)."""
-        seconds, micros = await self.redis.time()
+        """Shard jobs whose lease has lapsed in the control plane's index (on its clock)."""
+        seconds, micros = await self.control.time()
         now_ms = seconds * 1000 + micros // 1000
-        raw = await self.redis.zrangebyscore(self.keys.jobs, "-inf", now_ms, start=0, num=limit)
+        raw = await self.control.zrangebyscore(self.keys.jobs, "-inf", now_ms, start=0, num=limit)
         return [member.decode() for member in raw]
 
     async def cancel(self, batch_id: str) -> CancelOutcome:
         """Stop a batch: nothing more starts; it ends when its calls in flight end (BatchAlreadyFinished if over)."""
-        args = [*self._script_args(batch_id), self.keys.cancel_channel]
-        outcome, status = (v.decode() for v in await self._cancel(self._script_keys(batch_id), args))
+        reply = await self._cancel(self._script_keys(batch_id), self._script_args(batch_id))
+        outcome, status = (v.decode() for v in reply)
         if outcome == "missing":
             raise BatchNotFound(batch_id)
         if outcome == "finished":
             raise BatchAlreadyFinished(batch_id, status)
+        if outcome == "ended":
+            await self.ending.settle(batch_id)
+        else:
+            await self.control.publish(self.keys.cancel_channel, batch_id)
         return CancelOutcome(outcome, BatchStatus(status))
 
     async def expire(self, batch_id: str) -> str:
         """Apply a batch's deadline if it has passed; returns the script's outcome."""
-        reply = await self._expire(self._script_keys(batch_id), self._script_args(batch_id))
-        return cast(bytes, reply).decode()
+        outcome = cast(bytes, await self._expire(self._script_keys(batch_id), self._script_args(batch_id))).decode()
+        if outcome in TERMINAL_VALUES:
+            await self.ending.settle(batch_id)  # nothing to settle when it had ended before
+        if outcome == "missing" or outcome in TERMINAL_VALUES:
+            await self.control.zrem(self.keys.deadlines, batch_id)
+        return outcome
 
     async def due_deadlines(self, limit: int = 100) -> list[str]:
         """Batches whose deadline has passed and which have not ended yet."""
         now_ms = int(time.time() * 1000)
-        raw = await self.redis.zrangebyscore(self.keys.deadlines, "-inf", now_ms, start=0, num=limit)
+        raw = await self.control.zrangebyscore(self.keys.deadlines, "-inf", now_ms, start=0, num=limit)
         return [member.decode() for member in raw]

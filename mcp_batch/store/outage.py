@@ -16,14 +16,31 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    ConnectionError,
+    MasterDownError,
+    RedisClusterException,
+    TimeoutError,
+    TryAgainError,
+)
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
-REDIS_DOWN: tuple[type[Exception], ...] = (ConnectionError, TimeoutError, BusyLoadingError)
+# A cluster whose slot has no master yet (a failover under way) is down the same way, for as long as it lasts.
+REDIS_DOWN: tuple[type[Exception], ...] = (
+    ConnectionError,
+    TimeoutError,
+    BusyLoadingError,
+    ClusterDownError,
+    MasterDownError,
+    TryAgainError,
+    RedisClusterException,
+)
 """redis-py's errors for an unreachable, timed-out or still-loading server (socket errors arrive as these)."""
 
 

@@ -114,8 +114,11 @@ async def workers(redis: Redis, keys: Keys) -> list[WorkerBeat]:
     return _beats(raw, int(seconds) * 1000 + int(micros) / 1000)
 
 
-async def read(redis: Redis, keys: Keys, registry: Registry | None, default_timeout: float) -> Overview:
-    """Everything at once; `registry` None (the servers file could not be read) lists no backends."""
+async def read(
+    redis: Redis, keys: Keys, registry: Registry | None, default_timeout: float, data: Redis | None = None
+) -> Overview:
+    """Everything at once; `registry` None (the servers file could not be read) lists no backends. `redis` is the
+    control plane, `data` the data plane (the backends' keys) when it is another Redis."""
     now = await _now_ms(redis)
     infos = [registry.info(name, default_timeout) for name in registry.names] if registry is not None else []
     async with redis.pipeline(transaction=False) as pipe:
@@ -124,10 +127,16 @@ async def read(redis: Redis, keys: Keys, registry: Registry | None, default_time
         pipe.zcard(keys.jobs)
         pipe.zcount(keys.jobs, "-inf", now)  # the recovery sweep's test for a lapsed lease
         pipe.get(keys.unfinished)
-        for info in infos:
-            pipe.zcount(keys.leases(info.name), f"({now}", "+inf")  # unexpired leases
-            pipe.exists(keys.tools(info.name))
-        beats, queued, leases, lapsed, unfinished, *per_backend = await pipe.execute()
+        beats, queued, leases, lapsed, unfinished = await pipe.execute()
+    per_backend: list[Any] = []
+    if infos:
+        data = redis if data is None else data
+        data_now = now if data is redis else await _now_ms(data)  # lease expiries are on the data node's clock
+        async with data.pipeline(transaction=False) as pipe:
+            for info in infos:
+                pipe.zcount(keys.leases(info.name), f"({data_now}", "+inf")  # unexpired leases
+                pipe.exists(keys.tools(info.name))
+            per_backend = await pipe.execute()
     backends = [
         BackendState(
             name=info.name,

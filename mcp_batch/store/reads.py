@@ -30,6 +30,7 @@ from mcp_batch.store.batch_row import (
     parse_row,
 )
 from mcp_batch.store.channels import Listener
+from mcp_batch.store.connection import atomic
 from mcp_batch.tenants import DEFAULT_TENANT
 
 _CHUNK = 1_000  # indexes, ids or call specs per Redis command
@@ -136,7 +137,7 @@ class Reads:
         """The batch and the page of its items asked for (all of them without a limit), read at one instant."""
         meta_k, calls_k, results_k, failed_k = self.keys.batch_keys(batch_id)[:4]
         end = -1 if limit is None else offset + limit - 1
-        async with self.redis.pipeline(transaction=True) as pipe:
+        async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
             pipe.hgetall(meta_k)
             if end < offset and limit is not None:  # limit=0: no page (LRANGE with end -1 would read them all)
                 pipe.lrange(calls_k, 1, 0)
@@ -171,7 +172,7 @@ class Reads:
 
     async def at(self, batch_id: str, index: int) -> ItemRead | None:
         """One item by its index; None when there is no such item."""
-        async with self.redis.pipeline(transaction=True) as pipe:  # not page(): it reads every failed id
+        async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:  # not page(): it reads every failed id
             pipe.hgetall(self.keys.batch(batch_id))
             pipe.lindex(self.keys.calls(batch_id), index)
             pipe.hget(self.keys.results(batch_id), str(index))

@@ -1,9 +1,11 @@
 """The store's Lua scripts: every change of a batch's state is one atomic script.
 
-The batch scripts take the same KEYS (`Keys.batch_keys` then jobs, unfinished, deadlines) and start their ARGV with
-the same three values (now in epoch seconds, the done channel, the batch id), so they share `finalize`: the one
-place a batch ends (status, counters, retention, the done message). Leases are scored on Redis's own clock (TIME),
-so workers on machines with skewed clocks agree on when a lease has lapsed.
+The batch scripts take the same KEYS (`Keys.batch_keys`: one batch's keys, one cluster slot, nothing shared) and
+start their ARGV with the same two values (now in epoch seconds, the batch id), so they share `finalize`: the one
+place a batch ends (status, retention). What an end changes outside the batch's slot (the unfinished counts, the
+webhook queue, the done message, the Idempotency-Key's and stored bytes' expiry) is left in its `settle` field for
+ending.py to apply after the script. A shard job's lease is the batch's `lease:<job>` field, scored on the node's own
+clock (TIME), so workers on machines with skewed clocks agree on when a lease has lapsed.
 
 A batch's `halt` field says why nothing more is claimed: `stop` (on_error=stop), `cancel` or `expire`; the items
 never run then take the matching status (skipped, cancelled, expired), and the batch ends once nothing is in flight.
@@ -19,28 +21,28 @@ from mcp_batch.models import TERMINAL_BATCH
 
 
 def batch_keys(keys: Keys, batch_id: str) -> list[str]:
-    """KEYS of the batch scripts: the batch's own keys, then the shared ones they update."""
-    return [*keys.batch_keys(batch_id), keys.jobs, keys.unfinished, keys.deadlines, keys.webhooks]
+    """KEYS of the batch scripts: the batch's own keys (one slot)."""
+    return keys.batch_keys(batch_id)
 
 
-def batch_args(keys: Keys, batch_id: str) -> list[Any]:
+def batch_args(batch_id: str) -> list[Any]:
     """The first ARGV of the batch scripts."""
-    return [repr(time.time()), keys.done_channel, batch_id]
+    return [repr(time.time()), batch_id]
 
 
 # The terminal statuses as a Lua set, from the one Python definition.
 _TERMINAL = "{" + ", ".join(f"{status.value} = true" for status in sorted(TERMINAL_BATCH)) + "}"
 
-# KEYS: 1 meta, 2 calls, 3 results, 4 failed, 5 finished, 6 ids, 7 inflight, 8 orphans, 9 jobs, 10 unfinished,
-#       11 deadlines, 12 webhooks.  ARGV: 1 now, 2 done channel, 3 batch id, then each script's own.
-# The meta hash may name three more keys: `idempotency_key` (the batch's own, expires with it), `tenant_unfinished`
-# (its tenant's count of unfinished items) and `tenant_stored` (when its tenant's stored bytes of it are released:
-# moved with its keys' TTL, see admission.py).
-_TERMINAL_SET = f"""
+# KEYS: 1 meta, 2 calls, 3 results, 4 failed, 5 finished, 6 ids, 7 inflight, 8 orphans.
+# ARGV: 1 now, 2 batch id, then each script's own.
+# The meta hash names three keys on other slots, which ending.py updates when the batch ends: `idempotency_key` (the
+# batch's own, expires with it), `tenant_unfinished` (its tenant's count of unfinished items) and `tenant_stored`
+# (when its tenant's stored bytes of it are released: moved with its keys' TTL, see admission.py).
+TERMINAL_SET = f"""
 local TERMINAL = {_TERMINAL}
 """
 _COMMON = (
-    _TERMINAL_SET
+    TERMINAL_SET
     + """
 local function lease_now()
   local t = redis.call('TIME')
@@ -49,12 +51,12 @@ end
 local function finalize(halt)
   local final = 'completed'
   if halt == 'cancel' then final = 'cancelled' elseif halt == 'expire' then final = 'expired' end
-  local m = redis.call('HMGET', KEYS[1], 'total', 'finished', 'retention', 'idempotency_key', 'tenant_unfinished',
-    'webhook_url', 'counted', 'tenant_stored')
-  -- What the shared unfinished counts still hold of this batch (`counted` missing: a batch from before it, whose
-  -- finished items were subtracted one by one).
-  local left = tonumber(m[1]) - tonumber(m[7] or m[2])
-  redis.call('HSET', KEYS[1], 'status', final, 'finished_at', ARGV[1])
+  local m = redis.call('HMGET', KEYS[1], 'total', 'finished', 'retention', 'counted')
+  -- What the unfinished counts still hold of this batch (`counted` missing: a batch from before it, whose finished
+  -- items were subtracted one by one). `settle` hands it to ending.py, which takes it once: a crash before it runs
+  -- leaves the counts high (a ceiling met early), never low.
+  local left = tonumber(m[1]) - tonumber(m[4] or m[2])
+  redis.call('HSET', KEYS[1], 'status', final, 'finished_at', ARGV[1], 'counted', m[1], 'settle', left)
   -- Claimed items that never finished (their worker stopped, the batch halted): named, so readers can list them.
   local orphaned, seen = {}, {}
   for _, entry in ipairs(redis.call('LRANGE', KEYS[8], 0, -1)) do
@@ -68,16 +70,9 @@ local function finalize(halt)
     table.sort(orphaned)
     redis.call('HSET', KEYS[1], 'orphaned', table.concat(orphaned, ','))
   end
-  redis.call('DECRBY', KEYS[10], left)
-  if m[5] then redis.call('DECRBY', m[5], left) end
-  if m[6] then redis.call('ZADD', KEYS[12], 0, ARGV[3]) end
-  redis.call('ZREM', KEYS[11], ARGV[3])
   redis.call('DEL', KEYS[7], KEYS[8])
   local ms = tonumber(m[3]) * 1000
   for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], ms) end
-  if m[4] then redis.call('PEXPIRE', m[4], ms) end
-  if m[8] then redis.call('ZADD', m[8], 'XX', lease_now() + ms, ARGV[3]) end
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
   return final
 end
 """
@@ -88,15 +83,16 @@ end
 # status included), one HDEL and one HSET of the in-flight hash, one RPUSH of the finish order; per item only its
 # HSETNX. TTLs are refreshed on lease renewal (RENEW), and here only when a key is created (or every 64th claim);
 # the shared unfinished counts are brought up to date on renewal and at the end (`counted`).
-# ARGV: 4 job, 5 ttl ms, 6 want, 7 the finished items, each `index status bytes failed` (failed '1'/'0'), comma
-#       separated, 8 their records end to end, 9 claims given back unrun, `index:flag` comma separated (they become
-#       orphans again, flag kept), 10 `busy waiting free`: the job's lanes with a call (checks, gate or backend),
+# ARGV: 3 job, 4 ttl ms, 5 want, 6 the finished items, each `index status bytes failed` (failed '1'/'0'), comma
+#       separated, 7 their records end to end, 8 claims given back unrun, `index:flag` comma separated (they become
+#       orphans again, flag kept), 9 `busy waiting free`: the job's lanes with a call (checks, gate or backend),
 #       those waiting for a claim, and how many of this call's claims it may start before its next call ('' when
-#       the caller does not say), 11 the claims it holds unsent until its next call (comma separated), then the item
-#       id of each failed item, in order. Packed so: a call carries eleven arguments (and one per failed item)
+#       the caller does not say), 10 the claims it holds unsent until its next call (comma separated), then the item
+#       id of each failed item, in order. Packed so: a call carries ten arguments (and one per failed item)
 #       whatever the number of items, for the client to pack and the script to read.
+# The job's lease is read with the batch hash (its `lease:<job>` field), so the check costs no command of its own.
 # The job's `busy:<job>` (its calls running as of its last call here: the lanes busy and those this call feeds) and
-# `held:<job>` (ARGV 11 and this call's claims past `free`) are kept in the batch hash while it holds its lease:
+# `held:<job>` (ARGV 10 and this call's claims past `free`) are kept in the batch hash while it holds its lease:
 # readers count the one running and the other pending, and a take-over sends the held ones on as never dispatched.
 # Returns {state, final, then index, spec, flag per claim}: state 1 (more may come), 0 (nothing more to claim:
 # done, halted or ended; `final` is the status when this call ended the batch), -2 (the batch is gone), -3 (this
@@ -104,10 +100,10 @@ end
 ADVANCE = (
     _COMMON
     + """
-local job, ttl, want = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-local fields = {'status', 'total', 'claimed', 'finished', 'halt', 'deadline_at', 'on_error', 'orphans'}
+local job, ttl, want = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local fields = {'status', 'total', 'claimed', 'finished', 'halt', 'deadline_at', 'on_error', 'orphans', 'lease:' .. job}
 local items, slot = {}, {}
-for index, st, size, failed in string.gmatch(ARGV[7], '(%d+) ([%w_]+) (%d+) ([01])') do
+for index, st, size, failed in string.gmatch(ARGV[6], '(%d+) ([%w_]+) (%d+) ([01])') do
   items[#items + 1] = {index, st, tonumber(size), failed}
   local s = 'n:' .. st
   if not slot[s] then
@@ -121,19 +117,19 @@ if TERMINAL[m[1]] then return {0, ''} end
 local claimed, finished, halt, orphans = tonumber(m[3]), tonumber(m[4]), m[5], tonumber(m[8])
 local total = tonumber(m[2])
 local set, pushed, held = {}, {}, {}
-local at, failures = 1, 11
-local busy, waiting, free = string.match(ARGV[10], '(%d+) (%d+) (%d+)')
+local at, failures = 1, 10
+local busy, waiting, free = string.match(ARGV[9], '(%d+) (%d+) (%d+)')
 busy, waiting, free = tonumber(busy), tonumber(waiting), tonumber(free)
 local function mark(fed)  -- the job's running and held claims, while its lease is its own (if it told them)
-  if not busy or not redis.call('ZSCORE', KEYS[9], job) then return end
+  if not busy or not m[9] then return end
   set[#set + 1] = 'busy:' .. job; set[#set + 1] = busy + math.min(waiting, fed)
-  set[#set + 1] = 'held:' .. job; set[#set + 1] = ARGV[11]
+  set[#set + 1] = 'held:' .. job; set[#set + 1] = ARGV[10]
 end
 for _, item in ipairs(items) do
   local index, size = item[1], item[3]
   held[#held + 1] = index
   local seq = finished + 1
-  local stored = string.sub(ARGV[8], at, at + size - 2) .. ',"seq":' .. seq .. '}'
+  local stored = string.sub(ARGV[7], at, at + size - 2) .. ',"seq":' .. seq .. '}'
   at = at + size
   local id = nil
   if item[4] == '1' then
@@ -168,7 +164,7 @@ if #pushed > 0 then
     set[#set + 1] = s; set[#set + 1] = m[k]
   end
 end
-for entry in string.gmatch(ARGV[9], '[^,]+') do
+for entry in string.gmatch(ARGV[8], '[^,]+') do
   local o = string.sub(entry, 1, string.find(entry, ':', 1, true) - 1)
   if redis.call('HGET', KEYS[7], o) == job then
     redis.call('HDEL', KEYS[7], o)
@@ -200,7 +196,7 @@ if want <= 0 then
   write()
   return {1, ''}
 end
-if not redis.call('ZSCORE', KEYS[9], job) then
+if not m[9] then
   write()
   return {-3, ''}
 end
@@ -248,7 +244,7 @@ if want > 0 and claimed < total then
 end
 if #mine > 0 then redis.call('HSET', KEYS[7], unpack(mine)) end
 if busy then
-  local fed, held_now = (#out - 2) / 3, ARGV[11]
+  local fed, held_now = (#out - 2) / 3, ARGV[10]
   for j = free + 1, fed do  -- claims beyond those the job may start before its next call: held too
     held_now = held_now .. (held_now == '' and '' or ',') .. out[3 * j]
   end
@@ -261,45 +257,46 @@ return out
 )
 
 # Take a shard job's part back: its in-flight items become orphans, and unless the batch is ending a replacement
-# job gets the lease (the caller then queues it). ARGV[7] is the mode: '0' a lapsed lease (only then; a job still
-# waiting in arq's queue, not in progress, only has its lease extended), '1' a graceful hand-back, '2' a job that
-# ran out of items: what it still holds are claims whose replies were lost (Redis stopped before answering), never
-# dispatched, and only then is a replacement made.
-# KEYS: common, 13 arq queue, 14 arq job, 15 arq in-progress. ARGV: 4 job, 5 new job, 6 lease ms, 7 mode,
-# 8 ttl ms, 9 indexes surely never dispatched (comma-separated).
-# Returns 'gone' (no such lease), 'alive', 'queued', 'released', 'done' (nothing to continue) or 'replaced'.
+# job gets the lease (the caller then queues it). ARGV[6] is the mode: '0' a lapsed lease (only then; a job still
+# waiting in arq's queue, not in progress, only has its lease extended: the caller read that from the control plane,
+# ARGV[9] '1'), '1' a graceful hand-back, '2' a job that ran out of items: what it still holds are claims whose
+# replies were lost (Redis stopped before answering), never dispatched, and only then is a replacement made.
+# ARGV: 3 job, 4 new job, 5 lease ms, 6 mode, 7 ttl ms, 8 indexes surely never dispatched (comma-separated),
+# 9 queued ('1': waiting in arq's queue, not started).
+# Returns {outcome, ms}: outcome 'gone' (no such lease), 'alive' (ms: until it lapses), 'queued' (ms: the new lease),
+# 'released', 'done' (nothing to continue) or 'replaced'. The caller updates the control plane's index and arq's
+# queue after it (leases.py says in what order).
 TAKE_OVER = (
     _COMMON
     + """
 local now = lease_now()
-local score = redis.call('ZSCORE', KEYS[9], ARGV[4])
-if not score then return 'gone' end
-if ARGV[7] == '0' then
-  if tonumber(score) > now then return 'alive' end
-  if redis.call('ZSCORE', KEYS[13], ARGV[4]) and redis.call('EXISTS', KEYS[15]) == 0 then
-    redis.call('ZADD', KEYS[9], now + tonumber(ARGV[6]), ARGV[4])
-    return 'queued'
+local lease = 'lease:' .. ARGV[3]
+local score = redis.call('HGET', KEYS[1], lease)
+if not score then return {'gone', 0} end
+if ARGV[6] == '0' then
+  if tonumber(score) > now then return {'alive', tonumber(score) - now} end
+  if ARGV[9] == '1' then
+    redis.call('HSET', KEYS[1], lease, now + tonumber(ARGV[5]))
+    return {'queued', tonumber(ARGV[5])}
   end
 end
-redis.call('ZREM', KEYS[9], ARGV[4])
-redis.call('ZREM', KEYS[13], ARGV[4])
-redis.call('DEL', KEYS[14], KEYS[15])
+redis.call('HDEL', KEYS[1], lease)
 local clean = {}
-for i in string.gmatch(ARGV[9], '%d+') do clean[i] = true end
+for i in string.gmatch(ARGV[8], '%d+') do clean[i] = true end
 -- Claims the job held unsent as of its last round trip never reached a backend; its marks go with it.
-local mark = redis.call('HMGET', KEYS[1], 'held:' .. ARGV[4], 'busy:' .. ARGV[4])
+local mark = redis.call('HMGET', KEYS[1], 'held:' .. ARGV[3], 'busy:' .. ARGV[3])
 for i in string.gmatch(mark[1] or '', '%d+') do clean[i] = true end
-if mark[1] or mark[2] then redis.call('HDEL', KEYS[1], 'held:' .. ARGV[4], 'busy:' .. ARGV[4]) end
+if mark[1] or mark[2] then redis.call('HDEL', KEYS[1], 'held:' .. ARGV[3], 'busy:' .. ARGV[3]) end
 local held = redis.call('HGETALL', KEYS[7])
 local moved, lost = 0, {}
-local runner = redis.call('HGET', KEYS[1], 'runner:' .. ARGV[4]) or ''
+local runner = redis.call('HGET', KEYS[1], 'runner:' .. ARGV[3]) or ''
 for i = 1, #held, 2 do
-  if held[i + 1] == ARGV[4] then
+  if held[i + 1] == ARGV[3] then
     redis.call('HDEL', KEYS[7], held[i])
     if redis.call('HEXISTS', KEYS[3], held[i]) == 0 then
-      local fresh = clean[held[i]] or ARGV[7] == '2'
+      local fresh = clean[held[i]] or ARGV[6] == '2'
       redis.call('RPUSH', KEYS[8], held[i] .. ':' .. (fresh and '0' or '1'))
-      redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[8]))
+      redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[7]))
       moved = moved + 1
       -- It may have reached its backend: the item says so, and whose it was, if it never finishes.
       if not fresh then lost[#lost + 1] = 'lost:' .. held[i]; lost[#lost + 1] = runner end
@@ -311,20 +308,20 @@ if moved > 0 and redis.call('EXISTS', KEYS[1]) == 1 then
   if #lost > 0 then redis.call('HSET', KEYS[1], unpack(lost)) end
 end
 local status = redis.call('HGET', KEYS[1], 'status')
-if not status or TERMINAL[status] then return 'done' end
+if not status or TERMINAL[status] then return {'done', 0} end
 local halt = redis.call('HGET', KEYS[1], 'halt')
 if halt then
   if redis.call('HLEN', KEYS[7]) == 0 then finalize(halt) end
-  return 'done'
+  return {'done', 0}
 end
-if ARGV[7] == '2' and moved == 0 then return 'released' end
-redis.call('ZADD', KEYS[9], now + tonumber(ARGV[6]), ARGV[5])
-return 'replaced'
+if ARGV[6] == '2' and moved == 0 then return {'released', 0} end
+redis.call('HSET', KEYS[1], 'lease:' .. ARGV[4], now + tonumber(ARGV[5]))
+return {'replaced', 0}
 """
 )
 
 # Cancel: nothing more is claimed; the batch ends now if nothing is in flight, else when the last call ends.
-# ARGV: 4 cancel channel. Returns {outcome, status}: outcome 'missing', 'finished', 'ended' or 'cancelling'.
+# Returns {outcome, status}: outcome 'missing', 'finished', 'ended' or 'cancelling' (the caller publishes the cancel).
 CANCEL = (
     _COMMON
     + """
@@ -333,25 +330,19 @@ local status = redis.call('HGET', KEYS[1], 'status')
 if TERMINAL[status] then return {'finished', status} end
 redis.call('HSET', KEYS[1], 'halt', 'cancel', 'status', 'cancelling', 'cancel_requested_at', ARGV[1])
 if redis.call('HLEN', KEYS[7]) == 0 then return {'ended', finalize('cancel')} end
-redis.call('PUBLISH', ARGV[4], ARGV[3])
 return {'cancelling', 'cancelling'}
 """
 )
 
 # A deadline passed: nothing more is claimed; the batch ends now if nothing is in flight (the workers running
-# calls cut them at the deadline themselves). Returns 'missing', a terminal status, 'early' or 'expiring'.
+# calls cut them at the deadline themselves). Returns 'missing', a terminal status, 'early' or 'expiring'; the caller
+# drops the deadline from the control plane's index when the batch is missing or over.
 EXPIRE = (
     _COMMON
     + """
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('ZREM', KEYS[11], ARGV[3])
-  return 'missing'
-end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
 local m = redis.call('HMGET', KEYS[1], 'status', 'deadline_at', 'halt')
-if TERMINAL[m[1]] then
-  redis.call('ZREM', KEYS[11], ARGV[3])
-  return m[1]
-end
+if TERMINAL[m[1]] then return m[1] end
 if not m[2] or tonumber(ARGV[1]) < tonumber(m[2]) then return 'early' end
 local halt = m[3]
 if not halt then
@@ -363,28 +354,34 @@ return 'expiring'
 """
 )
 
-# Start or renew a shard job's lease, keeping the batch's keys alive while it runs and bringing the shared unfinished
-# counts up to date with its finished items (ADVANCE leaves both out of the per-item path).
-# KEYS: 1 jobs, 2 unfinished, then the batch keys. ARGV: job, lease ms, ttl ms, batch id. Returns 1, or 0 when the
-# lease was taken over.
+# Renew a shard job's lease, keeping the batch's keys alive while it runs and taking the finished items the unfinished
+# counts have not yet subtracted (ADVANCE leaves both out of the per-item path): `due`, which the caller subtracts on
+# the control plane and the tenant's slot (a crash before it leaves the counts high, never low).
+# KEYS: the batch keys. ARGV: job, lease ms, ttl ms. Returns {1, due, tenant unfinished key, tenant stored key} ('':
+# none), or {0} when the lease was taken over (or the batch is gone).
 RENEW = (
-    _TERMINAL_SET
+    TERMINAL_SET
     + """
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+local lease = 'lease:' .. ARGV[1]
+if not redis.call('HGET', KEYS[1], lease) then return {0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-local m = redis.call('HMGET', KEYS[3], 'status', 'finished', 'counted', 'tenant_unfinished', 'tenant_stored')
-if m[1] and not TERMINAL[m[1]] then
-  for i = 3, #KEYS do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end
-  if m[5] then redis.call('ZADD', m[5], 'XX', now + tonumber(ARGV[3]), ARGV[4]) end
-  local due = tonumber(m[2]) - tonumber(m[3] or m[2])
-  if due > 0 then
-    redis.call('DECRBY', KEYS[2], due)
-    if m[4] then redis.call('DECRBY', m[4], due) end
-    redis.call('HSET', KEYS[3], 'counted', m[2])
-  end
-end
-return 1
+redis.call('HSET', KEYS[1], lease, now + tonumber(ARGV[2]))
+local m = redis.call('HMGET', KEYS[1], 'status', 'finished', 'counted', 'tenant_unfinished', 'tenant_stored')
+if not m[1] or TERMINAL[m[1]] then return {1, 0, '', ''} end
+for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end
+local due = tonumber(m[2]) - tonumber(m[3] or m[2])
+if due > 0 then redis.call('HSET', KEYS[1], 'counted', m[2]) end
+return {1, due, m[4] or '', m[5] or ''}
 """
 )
+
+# Take what an end left for ending.py (once: the field goes). KEYS: 1 meta. Returns {} (nothing to settle) or {left,
+# retention seconds, idempotency key, tenant unfinished key, tenant stored key, '1' when a webhook is due} ('': none).
+SETTLE = """
+local m = redis.call('HMGET', KEYS[1], 'settle', 'retention', 'idempotency_key', 'tenant_unfinished', 'tenant_stored',
+  'webhook_url')
+if not m[1] then return {} end
+redis.call('HDEL', KEYS[1], 'settle')
+return {m[1], m[2], m[3] or '', m[4] or '', m[5] or '', m[6] and '1' or '0'}
+"""

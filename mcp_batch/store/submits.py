@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Mapping
-from typing import cast
+from datetime import UTC, datetime
+from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from mcp_batch.keys import Keys
 from mcp_batch.models import BackendLimits, BatchRequest
-from mcp_batch.store.admission import ADMIT, admit_keys, check_admitted, queue_admit
+from mcp_batch.store.admission import (
+    BATCH_ADMIT,
+    CONTROL_ADMIT,
+    TENANT_ADMIT,
+    batch_admit_call,
+    check_admitted,
+    control_args,
+    control_keys,
+    queue_undo_tenant,
+    tenant_args,
+    tenant_keys,
+    undo_control,
+)
 from mcp_batch.store.batch_row import LIMITS, dump_specs, load_metadata, new_row
-from mcp_batch.store.intake import CHUNK, STAGE_OVER, Encoded, encode, stage
+from mcp_batch.store.connection import atomic, is_cluster
+from mcp_batch.store.intake import CHUNK, STAGE_OVER, STAGED_SECONDS, Encoded, encode, stage
 from mcp_batch.tenants import DEFAULT_TENANT
+
+logger = logging.getLogger(__name__)
 
 UNCAPPED = 2**62  # a ceiling no count reaches
 
@@ -29,15 +47,25 @@ class Submits:
     """Creates and deletes batches, and counts the unfinished items backpressure looks at."""
 
     def __init__(
-        self, redis: Redis, keys: Keys, retention_seconds: int, response_max_bytes: int, lease_ms: int, live_ms: int
+        self,
+        redis: Redis,
+        keys: Keys,
+        retention_seconds: int,
+        response_max_bytes: int,
+        lease_ms: int,
+        live_ms: int,
+        control: Redis | None = None,
     ) -> None:
         self.redis = redis
+        self.control = redis if control is None else control
         self.keys = keys
         self.retention_seconds = retention_seconds
         self.response_max_bytes = response_max_bytes
         self.lease_ms = lease_ms
         self.live_ms = live_ms
-        self._admit = redis.register_script(ADMIT)
+        self._control_admit = self.control.register_script(CONTROL_ADMIT)
+        self._tenant_admit = redis.register_script(TENANT_ADMIT)
+        self._batch_admit = redis.register_script(BATCH_ADMIT)
 
     async def create(
         self,
@@ -69,7 +97,6 @@ class Submits:
         batch_id = batch_id or new_batch_id()
         jobs = jobs or []
         keys = self.keys
-        calls, ids_key = keys.calls(batch_id), keys.ids(batch_id)
         staged = len(request.calls) > STAGE_OVER  # written ahead: packing one huge MULTI would hold the event loop
         encoded = Encoded([], []) if staged else await encode(request.calls, dump_specs)
         stored = await stage(self.redis, keys, batch_id, request.calls, dump_specs) if staged else encoded.stored
@@ -96,36 +123,84 @@ class Submits:
         )
         ceilings = (max_unfinished_items, tenant_max_unfinished_items, max_stored_bytes)
         deadline = None if request.deadline_seconds is None else int((now + request.deadline_seconds) * 1000)
+        n = len(request.calls)
+        steps = 0  # the admission steps taken (admission.py): what a failure must take back
         try:
-            async with self.redis.pipeline(transaction=True) as pipe:
+            webhook = self.live_ms if request.webhook_url else None
+            args = control_args(batch_id, n, max_unfinished_items, self.lease_ms, deadline, webhook, jobs)
+            check_admitted(await self._control_admit(control_keys(keys), args), stored, ceilings, retry_after)
+            steps = 1
+            created_us = _micros(now)
+            args = tenant_args(
+                batch_id, n, tenant_max_unfinished_items, stored, max_stored_bytes, self.live_ms, created_us
+            )
+            reply = await self._tenant_admit(tenant_keys(keys, tenant, request.metadata), args)
+            check_admitted(reply, stored, ceilings, retry_after)
+            steps = 2
+            await self._write(
+                batch_id, encoded, batch_admit_call(keys, batch_id, (self.live_ms, self.lease_ms), jobs, fields)
+            )
+        except BaseException:
+            await self._take_back(batch_id, (tenant, request.metadata), jobs, (n, stored), steps, staged)
+            raise
+        return batch_id
+
+    async def _write(self, batch_id: str, encoded: Encoded, admit: tuple[list[str], list[Any]]) -> None:
+        """The batch's slot: its calls and ids (unless staged), then its meta, which makes it exist."""
+        calls, ids_key = self.keys.calls(batch_id), self.keys.ids(batch_id)
+        if not is_cluster(self.redis):
+            async with self.redis.pipeline(transaction=True) as pipe:  # one MULTI: all of it or nothing
                 for start in range(0, len(encoded.specs), CHUNK):
                     specs, ids = encoded.chunk(start)
                     pipe.rpush(calls, *specs)
                     pipe.hset(ids_key, items=ids)
-                await queue_admit(
-                    self._admit,
-                    pipe,
-                    admit_keys(keys, batch_id, tenant, request.metadata),
-                    batch_id=batch_id,
-                    calls=len(request.calls),
-                    stored=stored,
-                    ceilings=ceilings,
-                    timing=(self.live_ms, self.lease_ms, int(now * 1_000_000), deadline),
-                    jobs=jobs,
-                    fields=fields,
-                )
-                replies = await pipe.execute()
-        except BaseException:
-            if staged:  # nothing is left of a batch that could not be stored
-                await self.redis.delete(calls, ids_key)
-            raise
-        check_admitted(replies[-1], stored, ceilings, retry_after)
-        return batch_id
+                await self._batch_admit(*admit, client=pipe)  # queued, and loaded before the MULTI runs
+                await pipe.execute()
+            return
+        if encoded.specs:  # no MULTI on a cluster: written ahead like a staged batch, briefly kept until the meta
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for start in range(0, len(encoded.specs), CHUNK):
+                    specs, ids = encoded.chunk(start)
+                    pipe.rpush(calls, *specs)
+                    pipe.hset(ids_key, items=ids)
+                pipe.expire(calls, STAGED_SECONDS)
+                pipe.expire(ids_key, STAGED_SECONDS)
+                await pipe.execute()
+        await self._batch_admit(*admit)
+
+    async def _take_back(
+        self,
+        batch_id: str,
+        owner: tuple[str, Mapping[str, str] | None],
+        jobs: list[str],
+        counted: tuple[int, int],
+        steps: int,
+        staged: bool,
+    ) -> None:
+        """Undo the steps a refused or failed submit took, batch first (best effort: Redis may be what failed);
+        `owner`: its tenant and metadata, `counted`: its calls and stored bytes."""
+        tenant, metadata = owner
+        n = counted[0]
+        try:
+            if steps >= 2 or staged:
+                async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
+                    pipe.delete(*self.keys.batch_keys(batch_id))
+                    await pipe.execute()
+            if steps >= 2:
+                async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
+                    queue_undo_tenant(pipe, self.keys, tenant, batch_id, counted, metadata)
+                    await pipe.execute()
+            if steps >= 1:
+                await undo_control(self.control, self.keys, batch_id, n, jobs)
+        except (RedisError, OSError):
+            logger.warning("could not take back the reservation of batch %s", batch_id)
 
     async def unfinished_items(self, tenant: str | None = None) -> int:
         """Items of unfinished batches not yet finished, across all batches or one tenant's (for backpressure)."""
-        key = self.keys.unfinished if tenant is None else self.keys.tenant_unfinished(tenant)
-        raw = await cast(Awaitable[bytes | None], self.redis.get(key))
+        if tenant is None:
+            raw = await cast(Awaitable[bytes | None], self.control.get(self.keys.unfinished))
+        else:
+            raw = await cast(Awaitable[bytes | None], self.redis.get(self.keys.tenant_unfinished(tenant)))
         return int(raw or 0)
 
     async def delete(self, batch_id: str, jobs: list[str]) -> None:
@@ -138,20 +213,22 @@ class Submits:
         size = None
         if tenant is not None:
             size = await cast(Awaitable[bytes | None], self.redis.hget(keys.tenant_stored_sizes(tenant), batch_id))
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(*keys.batch_keys(batch_id))
-            if total is not None:
-                pipe.decrby(keys.unfinished, int(total))
-            if total is not None and tenant is not None:
-                pipe.decrby(keys.tenant_unfinished(tenant), int(total))
-                pipe.zrem(keys.tenant_batches(tenant), batch_id)
-                for key, value in load_metadata(None if raw_metadata is None else raw_metadata.decode()).items():
-                    pipe.zrem(keys.tenant_metadata(tenant, key, value), batch_id)
-            if tenant is not None and size is not None:  # its bytes are released now, not when it would expire
-                pipe.decrby(keys.tenant_stored_bytes(tenant), int(size))
-                pipe.hdel(keys.tenant_stored_sizes(tenant), batch_id)
-                pipe.zrem(keys.tenant_stored_until(tenant), batch_id)
-            if jobs:
-                pipe.zrem(keys.jobs, *jobs)
-            pipe.zrem(keys.deadlines, batch_id)
-            await pipe.execute()
+        await self.redis.delete(*keys.batch_keys(batch_id))
+        if tenant is not None:
+            async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
+                metadata = load_metadata(None if raw_metadata is None else raw_metadata.decode())
+                counted = (None if total is None else int(total), _int(size))
+                queue_undo_tenant(pipe, keys, tenant, batch_id, counted, metadata)
+                await pipe.execute()
+        await undo_control(self.control, keys, batch_id, 0 if total is None else int(total), jobs)
+
+
+def _micros(ts: float) -> int:
+    """Epoch seconds in µs, rounded as `created_at` shows them (datetime's rounding), so a list filter that names a
+    batch's own `created_at` excludes or includes that batch exactly."""
+    shown = datetime.fromtimestamp(ts, UTC)
+    return round(shown.replace(microsecond=0).timestamp()) * 1_000_000 + shown.microsecond
+
+
+def _int(raw: bytes | None) -> int | None:
+    return None if raw is None else int(raw)

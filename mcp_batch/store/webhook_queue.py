@@ -1,10 +1,14 @@
 """The completion webhooks due, claimed one attempt at a time so that exactly one worker sends each attempt.
 
-`{p}:webhooks` scores each batch id by when its webhook is next due (ms, Redis clock); the store's `finalize` adds
-a batch at 0 when it ends with a `webhook_url` in its meta. Claiming an attempt is one script: the entry must still
-be due, its score moves to now + a lease (so a worker that dies mid-delivery only delays the next attempt), the
-batch's `webhook_attempts` counts it and the URL is read. Settling removes the entry (delivered, failed) or moves it
-to when the next attempt is due, unless a later attempt was claimed meanwhile (the lease lapsed).
+`{p}:webhooks` (control plane) scores each batch id by when its webhook is next due (ms, that Redis's clock): a
+submit with a `webhook_url` adds it at the batch's live TTL (a fallback), and the batch's end moves it to 0
+(ending.py). Claiming an attempt is two scripts, one per slot: on the control plane the entry must still be due and
+its score moves to now + a lease (so exactly one worker claims it, and one that dies mid-delivery only delays the next
+attempt); then on the batch's slot its `webhook_attempts` counts it and the URL is read, unless the batch is gone,
+not ended yet (the fallback came due first) or its webhook already settled. Settling writes the batch's
+`webhook_status` first, unless a later attempt was claimed meanwhile (the lease lapsed), then removes the entry
+(delivered, failed) or moves it to when the next attempt is due: a crash between leaves an entry whose claim finds
+it settled and drops it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from redis.asyncio import Redis
 
 from mcp_batch.keys import Keys
 from mcp_batch.models import WebhookStatus
+from mcp_batch.store.scripts import TERMINAL_SET
 
 _NOW = """
 local t = redis.call('TIME')
@@ -34,39 +39,36 @@ return {math.max(0, tonumber(first[2]) - now)}
 """
 )
 
-# KEYS: 1 webhooks, 2 the batch's meta. ARGV: 1 batch id, 2 lease ms.
-# Returns {attempt, url}, {0} when the entry is not due (another worker claimed it), {-1} when the batch is gone.
+# KEYS: 1 webhooks. ARGV: 1 batch id, 2 lease ms. Returns 1 (claimed) or 0 (not due: another worker claimed it).
 _CLAIM = (
     _NOW
     + """
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) > now then return {0} end
-local url = redis.call('HGET', KEYS[2], 'webhook_url')
-if not url then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  return {-1}
-end
+if not score or tonumber(score) > now then return 0 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('HSET', KEYS[2], 'webhook_status', 'pending')
-return {redis.call('HINCRBY', KEYS[2], 'webhook_attempts', 1), url}
-"""
-)
-
-# KEYS: 1 webhooks, 2 the batch's meta. ARGV: 1 batch id, 2 attempt, 3 status, 4 ms until the next attempt (retry).
-# Returns 1, or 0 when this attempt is no longer the latest.
-_SETTLE = (
-    _NOW
-    + """
-if tonumber(redis.call('HGET', KEYS[2], 'webhook_attempts') or '0') ~= tonumber(ARGV[2]) then return 0 end
-if ARGV[3] == 'pending' then
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[1])
-else
-  redis.call('ZREM', KEYS[1], ARGV[1])
-end
-redis.call('HSET', KEYS[2], 'webhook_status', ARGV[3])
 return 1
 """
 )
+
+# KEYS: 1 the batch's meta. Returns {attempt, url}, {-1} when the batch is gone or its webhook settled (the entry
+# goes), {-2} when it has not ended (the entry waits for its end).
+_ATTEMPT = (
+    TERMINAL_SET
+    + """
+local m = redis.call('HMGET', KEYS[1], 'webhook_url', 'status', 'webhook_status')
+if not m[1] or m[3] == 'delivered' or m[3] == 'failed' then return {-1} end
+if not TERMINAL[m[2]] then return {-2} end
+redis.call('HSET', KEYS[1], 'webhook_status', 'pending')
+return {redis.call('HINCRBY', KEYS[1], 'webhook_attempts', 1), m[1]}
+"""
+)
+
+# KEYS: 1 the batch's meta. ARGV: 1 attempt, 2 status. Returns 1, or 0 when this attempt is no longer the latest.
+_SETTLE = """
+if tonumber(redis.call('HGET', KEYS[1], 'webhook_attempts') or '0') ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'webhook_status', ARGV[2])
+return 1
+"""
 
 
 @dataclass(frozen=True)
@@ -81,12 +83,14 @@ class Attempt:
 class WebhookQueue:
     """Peek, claim and settle webhook deliveries."""
 
-    def __init__(self, redis: Redis, keys: Keys, lease_seconds: float) -> None:
+    def __init__(self, redis: Redis, keys: Keys, lease_seconds: float, control: Redis | None = None) -> None:
         self.redis = redis
+        self.control = redis if control is None else control
         self.keys = keys
         self.lease_ms = int(lease_seconds * 1000)
-        self._peek = redis.register_script(_PEEK)
-        self._claim = redis.register_script(_CLAIM)
+        self._peek = self.control.register_script(_PEEK)
+        self._claim = self.control.register_script(_CLAIM)
+        self._attempt = redis.register_script(_ATTEMPT)
         self._settle = redis.register_script(_SETTLE)
 
     async def due(self, limit: int) -> tuple[list[str], float | None]:
@@ -97,14 +101,24 @@ class WebhookQueue:
 
     async def claim(self, batch_id: str) -> Attempt | None:
         """The next attempt of this batch's webhook, or None when another worker has it or the batch is gone."""
-        reply = cast(
-            list[Any], await self._claim([self.keys.webhooks, self.keys.batch(batch_id)], [batch_id, self.lease_ms])
-        )
+        if not int(await self._claim([self.keys.webhooks], [batch_id, self.lease_ms])):
+            return None
+        reply = cast(list[Any], await self._attempt([self.keys.batch(batch_id)], []))
         number = int(reply[0])
+        if number == -1:
+            await self.control.zrem(self.keys.webhooks, batch_id)
         return Attempt(batch_id, number, reply[1].decode()) if number > 0 else None
 
     async def settle(self, attempt: Attempt, status: WebhookStatus, retry_in: float = 0.0) -> bool:
         """Record the attempt's outcome: delivered, failed (given up), or pending (again in `retry_in` seconds)."""
-        keys = [self.keys.webhooks, self.keys.batch(attempt.batch_id)]
-        args: list[str | int] = [attempt.batch_id, attempt.number, status.value, int(retry_in * 1000)]
-        return bool(await self._settle(keys, args))
+        if not int(await self._settle([self.keys.batch(attempt.batch_id)], [attempt.number, status.value])):
+            return False
+        if status == WebhookStatus.pending:
+            await self.control.zadd(self.keys.webhooks, {attempt.batch_id: await self._now_ms() + int(retry_in * 1000)})
+        else:
+            await self.control.zrem(self.keys.webhooks, attempt.batch_id)
+        return True
+
+    async def _now_ms(self) -> int:
+        seconds, micros = await self.control.time()
+        return int(seconds) * 1000 + int(micros) // 1000

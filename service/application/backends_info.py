@@ -68,7 +68,9 @@ async def service_state(services: Services, caller: Caller = ANYONE) -> ServiceS
     """Readiness (as /readyz counts live workers), the queue, unfinished items and leases (as /metrics shows them),
     the caller's backends."""
     settings = services.settings
-    found = await overview.read(services.redis, services.keys, services.registry, settings.default_timeout_seconds)
+    found = await overview.read(
+        services.redis, services.keys, services.registry, settings.default_timeout_seconds, services.store.data
+    )
     within = settings.ready_worker_seconds
     alive = len(found.alive(within))
     backends = [

@@ -100,13 +100,11 @@ async def _store_and_queue(
     try:
         ahead = QUEUED_AHEAD.get(request.priority)
         for shard, job in enumerate(jobs):
-            await services.redis.enqueue_job(
-                "run_batch", batch_id, shard, _job_id=job, _queue_name=services.keys.queue, _defer_by=ahead and -ahead
-            )
+            await store.queue.enqueue(batch_id, shard, job, ahead=ahead)
     except BaseException:
         await store.submits.delete(batch_id, jobs)
         raise
-    await services.redis.publish(services.keys.wake_channel, batch_id)
+    await store.queue.wake(batch_id)
     services.metrics.batch_submitted()
     return batch_id
 

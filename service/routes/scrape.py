@@ -31,7 +31,7 @@ async def metrics(request: Request, services: ServicesDep) -> Response:
     try:
         async with asyncio.timeout(_READ_SECONDS):
             state = await overview.read(
-                services.redis, services.keys, services.registry, settings.default_timeout_seconds
+                services.redis, services.keys, services.registry, settings.default_timeout_seconds, services.store.data
             )
     except (RedisError, OSError):  # OSError includes the timeout
         state = None

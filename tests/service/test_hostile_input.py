@@ -12,6 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
+from mcp_batch.keys import Keys
 from mcp_batch.models import BatchRequest
 from service.bodies.strict_json import MalformedJSON, strict_loads
 from service.doors.gumloop import GumloopRequest
@@ -121,7 +122,7 @@ async def test_an_integer_over_64_bits_deep_in_a_large_body_is_stored_exactly(
 ) -> None:
     response = await client.post("/v1/batches", content=deep_inside(b"-123456789012345678901234567890"), headers=JSON)
     assert response.status_code == 202, response.text
-    stored = json.loads(await redis.lindex(f"mcpb:batch:{response.json()['id']}:calls", 4_000))
+    stored = json.loads(await redis.lindex(Keys().calls(response.json()["id"]), 4_000))
     assert stored["arguments"] == {"token": SECRET, "message": -123456789012345678901234567890}
 
 

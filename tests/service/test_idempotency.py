@@ -29,7 +29,7 @@ def post(client: httpx.AsyncClient, key: str | bytes, calls: list[dict[str, Any]
 async def batches(redis: aioredis.Redis) -> list[str]:
     """Ids of the batches stored (their meta hashes)."""
     names = [name.decode() async for name in redis.scan_iter("mcpb:batch:*")]
-    return sorted(name.split(":")[2] for name in names if name.count(":") == 2)
+    return sorted(name.split(":")[2].strip("{}") for name in names if name.count(":") == 2)
 
 
 async def idem_keys(redis: aioredis.Redis) -> list[bytes]:
@@ -117,8 +117,8 @@ async def test_the_key_lives_as_long_as_its_batch(
     await finished(client, batch_id)  # while it runs both live on; once it ends, both expire after its retention
     [name] = await idem_keys(redis)
     assert name.decode() == Keys().idempotency("k")
-    assert await redis.hget(f"mcpb:batch:{batch_id}", "idempotency_key") == name
-    key_ttl, batch_ttl = await redis.pttl(name), await redis.pttl(f"mcpb:batch:{batch_id}")
+    assert await redis.hget(Keys().batch(batch_id), "idempotency_key") == name
+    key_ttl, batch_ttl = await redis.pttl(name), await redis.pttl(Keys().batch(batch_id))
     retention_ms = service.settings.retention_seconds * 1000
     assert abs(key_ttl - batch_ttl) < 5_000 and retention_ms - 10_000 < key_ttl <= retention_ms
     assert json.loads(await redis.get(name)) == {"batch_id": batch_id, "fingerprint": body_fingerprint(CALLS)}
@@ -127,7 +127,7 @@ async def test_the_key_lives_as_long_as_its_batch(
 async def test_a_key_whose_batch_is_gone_makes_a_new_batch(client: httpx.AsyncClient, redis: aioredis.Redis) -> None:
     first = (await post(client, "k")).json()["id"]
     await finished(client, first)
-    await redis.delete(*[name async for name in redis.scan_iter(f"mcpb:batch:{first}*")])
+    await redis.delete(*[name async for name in redis.scan_iter(f"mcpb:batch:{{{first}}}*")])
     again = await post(client, "k")
     assert again.status_code == 202 and again.json()["id"] != first
 

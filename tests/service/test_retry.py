@@ -39,7 +39,7 @@ async def submitted(client: httpx.AsyncClient, answer: httpx.Response) -> dict[s
 
 
 async def stored_calls(redis: aioredis.Redis, batch_id: str) -> list[dict[str, Any]]:
-    return [json.loads(spec) for spec in await redis.lrange(f"mcpb:batch:{batch_id}:calls", 0, -1)]
+    return [json.loads(spec) for spec in await redis.lrange(Keys().calls(batch_id), 0, -1)]
 
 
 async def test_retry_reruns_only_the_failed_items_with_their_ids_and_settings(

@@ -17,7 +17,7 @@ from mcp_batch.models import BatchStatus, Mode, OnError
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
 from mcp_batch.store.claims import Claim
-from tests.mcp_batch.store.stored import batch, create, read_document
+from tests.mcp_batch.store.stored import batch, create, lapse, read_document
 from tests.support import eventually, stamps, submit
 from worker import feeder as feeder_module
 from worker.feeder import Feeder, reads_ahead
@@ -150,7 +150,7 @@ async def test_a_take_over_sends_claims_held_unsent_on_without_the_recovered_fla
     claim = await _held_beside(store, feeder, batch_id)  # sent: its call is in flight when the worker dies
     held = (await store.reads.row(batch_id)).held
     # The worker dies (nothing more from this feeder); its lease lapses and a sweep takes the job over.
-    await redis.zadd(Keys().jobs, {job: 0})
+    await lapse(redis, job)
     new_job = f"{job}-next"
     assert await store.leases.take_over(batch_id, job, new_job) == "replaced"
     step = await store.claims.step(batch_id, new_job, [], 40)

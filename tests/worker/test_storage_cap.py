@@ -8,6 +8,7 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
+from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from tests.redis_server import RedisServer
 from tests.support import run_batch
@@ -43,9 +44,11 @@ async def test_a_five_megabyte_result_is_stored_within_the_cap_and_marked(
     batch_id = document["id"]
     assert [item["status"] for item in document["results"]] == ["ok", "ok"]
 
-    results = f"mcpb:batch:{batch_id}:results"
+    results = Keys().results(batch_id)
     assert await redis.hstrlen(results, "0") <= CAP
-    memory = sum([await redis.memory_usage(key, samples=0) or 0 for key in await redis.keys(f"mcpb:batch:{batch_id}*")])
+    memory = sum(
+        [await redis.memory_usage(key, samples=0) or 0 for key in await redis.keys(f"mcpb:batch:{{{batch_id}}}*")]
+    )
     assert memory < 3 * CAP  # the 10 MB record (text and structured content) never reached Redis
     # The whole server, its own bookkeeping included: a loose bound (uncapped, it is ~20x).
     assert used_after - used_before < 5 * CAP

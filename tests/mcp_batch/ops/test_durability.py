@@ -95,7 +95,7 @@ async def test_a_worker_says_once_at_start_that_writes_may_repeat_and_that_waita
 ) -> None:
     caplog.set_level(logging.INFO, logger=durability.__name__)
     async with running_worker(settings.model_copy(update={"redis_url": redises["everysec"]})) as worker:
-        assert not worker.ctx["state"].pool.write_wait.func.disk  # no WAITAOF on this server: no wait for the disk
+        assert not worker.ctx["state"].pool.write_wait.guard.disk  # no WAITAOF on this server: no wait for the disk
     [warning, replicas, waitaof] = warnings_of(caplog, "worker")
     assert "appendfsync everysec" in warning and "non-idempotent calls run again" in warning
     assert "appendfsync always" in warning and "docs/operations.md, Redis durability" in warning

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis.asyncio as aioredis
+
 from mcp_batch import shards
 from mcp_batch.contract import document as documents
+from mcp_batch.keys import Keys
 from mcp_batch.models import BatchDocument, BatchRequest, ItemResult
 from mcp_batch.store import Store
 from mcp_batch.store.claims import Claim
@@ -41,3 +44,16 @@ async def read_document(store: Store, batch_id: str, offset: int = 0, limit: int
     """The batch's document as the contract renders what the store read (without the byte budget)."""
     found, items = documents.page(batch_id, await store.reads.page(batch_id, offset, limit))
     return found.model_copy(update={"results": [ItemResult.model_validate(item) for item in items]})
+
+
+async def lapse(redis: aioredis.Redis, job: str) -> None:
+    """Make a job's lease lapse now (as if its worker stopped renewing it long ago): in the batch and the index."""
+    batch_id = shards.parse(job)[0]
+    await redis.hset(Keys().batch(batch_id), f"lease:{job}", 0)
+    await redis.zadd(Keys().jobs, {job: 0})
+
+
+async def take_lease(redis: aioredis.Redis, job: str) -> None:
+    """Take a job's lease away (as a take-over does)."""
+    await redis.hdel(Keys().batch(shards.parse(job)[0]), f"lease:{job}")
+    await redis.zrem(Keys().jobs, job)

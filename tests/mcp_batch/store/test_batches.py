@@ -11,7 +11,7 @@ from mcp_batch.contract import document as documents
 from mcp_batch.errors import BatchAlreadyFinished
 from mcp_batch.keys import Keys
 from mcp_batch.store import Store
-from tests.mcp_batch.store.stored import advance, batch, create, read_document, record
+from tests.mcp_batch.store.stored import advance, batch, create, lapse, read_document, record
 
 
 async def test_claims_come_in_order_with_their_call_specs(redis: aioredis.Redis) -> None:
@@ -74,11 +74,6 @@ async def test_a_failed_create_leaves_nothing(redis: aioredis.Redis) -> None:
     assert set(await redis.keys("*")) == {c.encode() for c in counters}  # what is left: the counters
     assert [int(await redis.get(c)) for c in counters] == [0, 0, 0]  # back at zero
     assert await store.submits.unfinished_items() == 0 and await store.submits.unfinished_items("default") == 0
-
-
-async def lapse(redis: aioredis.Redis, job: str) -> None:
-    """Make a job's lease lapse now (as if its worker stopped renewing it long ago)."""
-    await redis.zadd(Keys().jobs, {job: 0})
 
 
 async def test_a_lapsed_job_hands_its_in_flight_items_to_one_replacement(redis: aioredis.Redis) -> None:

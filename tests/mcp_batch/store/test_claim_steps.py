@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from mcp_batch.keys import Keys
 from mcp_batch.store import Store
 from mcp_batch.store.claims import Claim
-from tests.mcp_batch.store.stored import batch, create, record
+from tests.mcp_batch.store.stored import batch, create, record, take_lease
 from tests.redis_server import RedisServer
 
 
@@ -77,7 +77,7 @@ async def test_a_halt_returns_no_more_claims_and_the_batch_ends_once_claims_in_h
 async def test_a_job_whose_lease_was_taken_over_is_told_so(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(3))
-    await redis.zrem(Keys().jobs, job)
+    await take_lease(redis, job)
     step = await store.claims.step(batch_id, job, [], 1)
     assert step.lost and not step.more and not step.claims
 

@@ -13,13 +13,9 @@ from mcp_batch.contract import document as documents
 from mcp_batch.keys import Keys
 from mcp_batch.models import ItemResult
 from mcp_batch.store import Store
-from tests.mcp_batch.store.stored import advance, batch, create, read_document
+from tests.mcp_batch.store.stored import advance, batch, create, lapse, read_document
 
 WORKER = "host-a:4242"
-
-
-async def lapse(redis: aioredis.Redis, job: str) -> None:
-    await redis.zadd(Keys().jobs, {job: 0})
 
 
 async def claimed_by_a_worker(store: Store, items: int, claims: int) -> tuple[str, str, list[int]]:

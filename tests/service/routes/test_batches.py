@@ -194,7 +194,7 @@ async def test_paging_returns_only_the_requested_slice(client: httpx.AsyncClient
 
 async def test_results_expire_after_the_retention(client: httpx.AsyncClient, redis: aioredis.Redis) -> None:
     batch_id = (await run_batch(client, [{"server": "demo", "tool": "fail"}]))["id"]
-    keys = await redis.keys(f"mcpb:batch:{batch_id}*")
+    keys = await redis.keys(f"mcpb:batch:{{{batch_id}}}*")
     assert len(keys) == 6
     for key in keys:
         assert 0 < await redis.ttl(key) <= 86_400

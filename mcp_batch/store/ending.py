@@ -1,0 +1,72 @@
+"""What a batch's end and a lease renewal change outside the batch's own slot, applied after the batch's script.
+
+A batch's scripts touch only its slot (scripts.py). Its end also changes keys elsewhere: the service's unfinished
+count and the webhook queue and the done channel (control plane), its tenant's unfinished count and stored bytes'
+release time (the tenant's slot), and its Idempotency-Key's expiry (that key's slot). `finalize` leaves what they
+need in the batch's `settle` field; `settle` takes it (once, in one script) and applies it, control plane first.
+Taking it first makes every failure one-sided: a crash after the take leaves a count high (a ceiling met a little
+early), a webhook due at its fallback time (admission.py queues one at submit) and a key living its live TTL; never a
+count low, a webhook sent twice, or a batch's state half-ended.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from mcp_batch.keys import Keys
+from mcp_batch.store.scripts import SETTLE
+
+# KEYS: 1 the tenant's stored-until zset, 2 its unfinished count ('' names none). ARGV: 1 batch id, 2 ms until its
+# bytes are released ('' none), 3 items to subtract. The release time is on this node's clock, as the submit's sweep.
+_TENANT = """
+if ARGV[2] ~= '' then
+  local t = redis.call('TIME')
+  redis.call('ZADD', KEYS[1], 'XX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ARGV[2], ARGV[1])
+end
+if tonumber(ARGV[3]) > 0 then redis.call('DECRBY', KEYS[2], ARGV[3]) end
+return 1
+"""
+
+
+class Ending:
+    """Applies a batch's end, and a renewal's finished items, to the keys of other slots."""
+
+    def __init__(self, redis: Redis, control: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.control = control
+        self.keys = keys
+        self._settle = redis.register_script(SETTLE)
+        self._tenant = redis.register_script(_TENANT)
+
+    async def settle(self, batch_id: str) -> None:
+        """After a script that may have ended the batch: apply what its end left (nothing when it did not end)."""
+        reply = cast(list[Any], await self._settle([self.keys.batch(batch_id)], []))
+        if not reply:
+            return
+        left, retention, idem, tenant_unfinished, tenant_stored, webhook = (v.decode() for v in reply)
+        ms = int(float(retention) * 1000)
+        async with self.control.pipeline(transaction=True) as pipe:
+            if webhook == "1":
+                pipe.zadd(self.keys.webhooks, {batch_id: 0})
+            pipe.decrby(self.keys.unfinished, int(left))
+            pipe.zrem(self.keys.deadlines, batch_id)
+            pipe.publish(self.keys.done_channel, batch_id)
+            await pipe.execute()
+        await self.tenant(batch_id, int(left), tenant_unfinished, tenant_stored, ms)
+        if idem:
+            await self.redis.pexpire(idem, ms)
+
+    async def count_down(self, batch_id: str, due: int, unfinished: str, stored: str, ttl_ms: int) -> None:
+        """A renewal's share: `due` finished items off the unfinished counts, the stored bytes' release moved on."""
+        if due > 0:
+            await self.control.decrby(self.keys.unfinished, due)
+        await self.tenant(batch_id, due, unfinished, stored, ttl_ms)
+
+    async def tenant(self, batch_id: str, due: int, unfinished: str, stored: str, ms: int) -> None:
+        """The tenant's slot: its unfinished count and when its stored bytes of this batch are released."""
+        if stored and unfinished:
+            await self._tenant([stored, unfinished], [batch_id, ms, due])
+        elif unfinished and due > 0:  # a batch stored without the stored-bytes record
+            await self.redis.decrby(unfinished, due)
