@@ -11,11 +11,17 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 EVERYTHING = "@modelcontextprotocol/server-everything"
 EVERYTHING_VERSION = "2026.8.31"  # the version these tests were written against
+
+
+def everything_stdio() -> dict[str, Any]:
+    """server-everything over stdio, as an entry of the servers file."""
+    return {"command": everything_command(), "args": ["stdio"]}
 
 
 def _cache() -> Path:

@@ -175,13 +175,6 @@ class Worker(ArqWorker):
             running = {shards.batch_of(j) for j, task in self.tasks.items() if not task.done()}
             if shards.batch_of(job.decode()) not in running:
                 await super().start_jobs([job])
-                started = self.tasks.get(job.decode())
-                if started is not None:  # a freed job slot polls at once: jobs may wait for it (max_jobs reached)
-                    started.add_done_callback(self._slot_freed)
-
-    def _slot_freed(self, _task: asyncio.Task[Any]) -> None:
-        if self._listener is not None:
-            self._wake.set()
 
     # arq internal (0.28): its poll sleeps poll_delay and lets a Redis error end the worker. Here it waits on the
     # wake channel instead, and waits a Redis outage out, however long; running jobs ride it out in the store.

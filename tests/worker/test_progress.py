@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from mcp_batch.keys import Keys
 from mcp_batch.store.progress import Progress
 from tests.support import by_id, eventually, finished, submit
-from tests.third_party import everything_command
+from tests.third_party import everything_stdio
 from worker.progress import ProgressRelay
 
 pytestmark = pytest.mark.timeout(90)
@@ -27,7 +27,7 @@ LONG_RUNNING = {"server": "everything", "tool": "trigger-long-running-operation"
 
 @pytest.fixture
 def servers(servers: dict[str, Any]) -> dict[str, Any]:
-    servers["everything"] = {"command": everything_command(), "args": ["stdio"]}
+    servers["everything"] = everything_stdio()
     servers["chatty"] = {"command": sys.executable, "args": ["-m", "tests.chatty_backend"]}
     return servers
 

@@ -24,7 +24,7 @@ from tests.support import (
     submit,
     worker_processes,
 )
-from tests.third_party import everything_command
+from tests.third_party import everything_stdio
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -33,7 +33,7 @@ ASK = {"policy": "ask", "wait_seconds": 60.0}
 
 @pytest.fixture
 def servers(servers: dict[str, Any]) -> dict[str, Any]:
-    servers["everything"] = {"command": everything_command(), "args": ["stdio"]}
+    servers["everything"] = everything_stdio()
     return servers
 
 

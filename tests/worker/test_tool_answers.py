@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from tests.support import ServiceHandle, run_batch
-from tests.third_party import everything_command
+from tests.third_party import everything_stdio
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -23,7 +23,7 @@ SECRET = "hunter2-argument-value"
 
 @pytest.fixture
 def servers(servers: dict[str, Any]) -> dict[str, Any]:
-    servers["everything"] = {"command": everything_command(), "args": ["stdio"]}
+    servers["everything"] = everything_stdio()
     return servers
 
 

@@ -12,7 +12,7 @@ import pytest
 from tests.service.doors.mcp.wire import call_tool, get_task
 from tests.service.routes.test_stream import stream
 from tests.support import eventually, finished, submit
-from tests.third_party import everything_command
+from tests.third_party import everything_stdio
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -21,7 +21,7 @@ LONG = {"id": "long", "server": "everything", "tool": "trigger-long-running-oper
 
 @pytest.fixture
 def servers(servers: dict[str, Any]) -> dict[str, Any]:
-    servers["everything"] = {"command": everything_command(), "args": ["stdio"]}
+    servers["everything"] = everything_stdio()
     return servers
 
 

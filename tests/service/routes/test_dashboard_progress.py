@@ -14,14 +14,14 @@ from playwright.async_api import Browser, async_playwright, expect
 
 from tests.service.routes.test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, HAVE_CHROMIUM, open_page, show_batch
 from tests.support import ServiceHandle, finished, submit
-from tests.third_party import everything_command
+from tests.third_party import everything_stdio
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
 def servers(servers: dict[str, Any]) -> dict[str, Any]:
-    servers["everything"] = {"command": everything_command(), "args": ["stdio"]}
+    servers["everything"] = everything_stdio()
     return servers
 
 

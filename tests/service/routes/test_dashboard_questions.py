@@ -12,7 +12,7 @@ from playwright.async_api import Browser, expect
 
 from tests.service.routes.test_dashboard_browser import browser, open_page
 from tests.support import ServiceHandle, by_id, finished, submit
-from tests.third_party import everything_command
+from tests.third_party import everything_stdio
 
 __all__ = ["browser"]  # the fixture, shared with the other browser tests
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(90)
 
 @pytest.fixture
 def servers(servers: dict[str, Any]) -> dict[str, Any]:
-    servers["everything"] = {"command": everything_command(), "args": ["stdio"]}
+    servers["everything"] = everything_stdio()
     return servers
 
 

@@ -15,7 +15,7 @@ from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
 from tests.service.routes.test_stream import sse
 from tests.support import by_id, eventually, finished, running_service, submit
-from tests.third_party import everything_command
+from tests.third_party import everything_stdio
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,7 +24,7 @@ ASK = {"policy": "ask", "wait_seconds": 60.0}
 
 @pytest.fixture
 def servers(servers: dict[str, Any]) -> dict[str, Any]:
-    servers["everything"] = {"command": everything_command(), "args": ["stdio"]}
+    servers["everything"] = everything_stdio()
     return servers
 
 

@@ -16,25 +16,12 @@ import httpx
 import pytest
 from fastmcp import Client as FastMCPClient
 
-from mcp_batch.settings import Settings
+# the question-asking backend and the quick task polling of the tasks door's own question tests
+from tests.service.doors.mcp.test_task_questions import ELICIT, servers, settings  # noqa: F401
 from tests.service.doors.mcp.wire import call_tool, get_task, rpc
 from tests.support import ServiceHandle, eventually, finished
-from tests.third_party import everything_command
 
 pytestmark = pytest.mark.timeout(120)
-
-ELICIT = {"id": "ask", "server": "everything", "tool": "trigger-elicitation-request"}
-
-
-@pytest.fixture
-def servers(servers: dict[str, Any]) -> dict[str, Any]:
-    servers["everything"] = {"command": everything_command(), "args": ["stdio"]}
-    return servers
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return settings.model_copy(update={"mcp_task_wait_seconds": 0.5, "mcp_task_poll_ms": 100})
 
 
 def text_of(item: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ import pytest
 from mcp_batch.settings import Settings
 from tests.service.doors.mcp.wire import call_tool, get_task, rpc
 from tests.support import ServiceHandle, eventually, finished
-from tests.third_party import everything_command
+from tests.third_party import everything_stdio
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -21,7 +21,7 @@ ELICIT = {"id": "ask", "server": "everything", "tool": "trigger-elicitation-requ
 
 @pytest.fixture
 def servers(servers: dict[str, Any]) -> dict[str, Any]:
-    servers["everything"] = {"command": everything_command(), "args": ["stdio"]}
+    servers["everything"] = everything_stdio()
     return servers
 
 
