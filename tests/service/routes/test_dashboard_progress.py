@@ -4,15 +4,13 @@ server-everything's `trigger-long-running-operation` over stdio."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 
-from tests.service.routes.test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, HAVE_CHROMIUM, open_page, show_batch
+from tests.service.routes.test_dashboard_browser import browser, open_page, show_batch  # noqa: F401 (its fixture)
 from tests.support import ServiceHandle, finished, submit
 from tests.third_party import everything_stdio
 
@@ -25,23 +23,12 @@ def servers(servers: dict[str, Any]) -> dict[str, Any]:
     return servers
 
 
-@pytest.fixture
-async def chromium() -> AsyncIterator[Browser]:
-    if not HAVE_CHROMIUM:
-        message = f"{CHROMIUM} is missing: install the Debian package chromium (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        await browser.close()
-
-
 async def test_a_running_row_shows_its_backends_progress_as_a_bar_until_it_ends(
-    service: ServiceHandle, client: httpx.AsyncClient, chromium: Browser
+    service: ServiceHandle,
+    client: httpx.AsyncClient,
+    browser: Browser,  # noqa: F811
 ) -> None:
-    page, problems = await open_page(chromium)
+    page, problems = await open_page(browser)
     call = {"id": "long", "server": "everything", "tool": "trigger-long-running-operation"}
     batch = await submit(client, [{**call, "arguments": {"duration": 8, "steps": 8}}])
     await show_batch(page, service.base_url, batch["id"])

@@ -11,6 +11,7 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from mcp_batch.settings import Settings
+from tests.service.doors.mcp.test_proxy import BATCH_TOOLS
 from tests.support import ServiceHandle, running_api
 
 SECRET = "tok-5678-do-not-echo"
@@ -35,15 +36,7 @@ def error_text(result: CallToolResult) -> str:
 async def test_list_tools_shows_the_seven_tools_with_output_schemas_and_annotations(service: ServiceHandle) -> None:
     async with Client(mcp_url(service)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(tools) == {
-        "call_tools_batch",
-        "submit_batch",
-        "get_batch",
-        "get_item",
-        "list_batches",
-        "list_servers",
-        "delete_batch",
-    }
+    assert set(tools) == BATCH_TOOLS
     for tool in tools.values():
         assert tool.description and tool.output_schema and tool.annotations, tool.name
     batch = tools["call_tools_batch"]
