@@ -148,29 +148,38 @@ class HttpBackendProcess:
         self.process.wait(10)
 
 
-def start_http_backend(
-    timeout: float = 30.0, extra_args: Sequence[str] = (), env: dict[str, str] | None = None
-) -> HttpBackendProcess:
+def spawn_http_backend(extra_args: Sequence[str] = (), env: dict[str, str] | None = None) -> HttpBackendProcess:
     """Start the demo backend over HTTP (with `extra_args`, e.g. `--require-token`, and `env` added to this process's
-    environment, e.g. OTEL_* variables) and return once it accepts connections."""
+    environment, e.g. OTEL_* variables) without waiting for it: `ready` waits."""
     port = free_port()
     cmd = [sys.executable, "-m", "tests.fault_backend", "--transport", "http", "--port", str(port), *extra_args]
     environ = {**os.environ, **(env or {})}
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
+    return HttpBackendProcess(process, port)
+
+
+def ready(backend: HttpBackendProcess, timeout: float = 30.0) -> HttpBackendProcess:
+    """`backend` once it accepts connections; killed if it does not in time."""
 
     def listening() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"demo HTTP backend exited with {process.returncode}")
+        if backend.process.poll() is not None:
+            raise RuntimeError(f"demo HTTP backend exited with {backend.process.returncode}")
         with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
+            return s.connect_ex(("127.0.0.1", backend.port)) == 0
 
     try:
         eventually_blocking(listening, what="the demo HTTP backend's port", timeout=timeout)
     except BaseException:
-        process.kill()
-        process.wait(10)
+        backend.stop()
         raise
-    return HttpBackendProcess(process, port)
+    return backend
+
+
+def start_http_backend(
+    timeout: float = 30.0, extra_args: Sequence[str] = (), env: dict[str, str] | None = None
+) -> HttpBackendProcess:
+    """Start the demo backend over HTTP and return once it accepts connections."""
+    return ready(spawn_http_backend(extra_args, env), timeout)
 
 
 @pytest.fixture(name="servers")

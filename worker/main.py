@@ -175,6 +175,15 @@ class Worker(ArqWorker):
             running = {shards.batch_of(j) for j, task in self.tasks.items() if not task.done()}
             if shards.batch_of(job.decode()) not in running:
                 await super().start_jobs([job])
+                started = self.tasks.get(job.decode())
+                if started is not None:
+                    started.add_done_callback(self._job_ended)
+
+    def _job_ended(self, _task: asyncio.Task[Any]) -> None:
+        # A job's end frees a slot and its batch: jobs skipped above, or left in the queue while every slot was
+        # taken, may start now rather than at the next idle poll.
+        if self._listener is not None and self.allow_pick_jobs:
+            self._wake.set()
 
     # arq internal (0.28): its poll sleeps poll_delay and lets a Redis error end the worker. Here it waits on the
     # wake channel instead, and waits a Redis outage out, however long; running jobs ride it out in the store.
