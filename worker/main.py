@@ -10,7 +10,7 @@ import os
 import signal
 import socket
 from contextlib import ExitStack, suppress
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from arq import func
@@ -166,15 +166,28 @@ class Worker(ArqWorker):
         self._listener: Listener | None = None
         self._watch = ExitStack()
         self._draining: asyncio.Future[None] | None = None
+        self._polls_when_done: set[str] = set()  # running jobs whose end polls the queue at once
 
     # arq internal (0.28): arq starts every job it picks; shards of one batch belong on different workers.
     async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those
-        (or this one does, once its own shard has finished)."""
+        """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those,
+        or this one does once its own shard has finished (the queue is polled again the moment it finishes)."""
         for job in job_ids:
-            running = {shards.batch_of(j) for j, task in self.tasks.items() if not task.done()}
-            if shards.batch_of(job.decode()) not in running:
+            batch = shards.batch_of(job.decode())
+            running = [j for j, task in self.tasks.items() if not task.done() and shards.batch_of(j) == batch]
+            if not running:
                 await super().start_jobs([job])
+            for j in running:
+                # No wake-up comes when it ends: a job skipped here (a take-over's replacement, queued while this
+                # worker still ran the job it replaces) would wait for the idle poll.
+                if j not in self._polls_when_done:
+                    self._polls_when_done.add(j)
+                    self.tasks[j].add_done_callback(partial(self._poll_now, j))
+
+    def _poll_now(self, job: str, _done: asyncio.Task[Any]) -> None:
+        self._polls_when_done.discard(job)
+        if self._listener is not None:
+            self._wake.set()
 
     # arq internal (0.28): its poll sleeps poll_delay and lets a Redis error end the worker. Here it waits on the
     # wake channel instead, and waits a Redis outage out, however long; running jobs ride it out in the store.
