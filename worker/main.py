@@ -169,8 +169,8 @@ class Worker(ArqWorker):
 
     # arq internal (0.28): arq starts every job it picks; shards of one batch belong on different workers.
     async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those
-        (or this one does, once its own shard has finished)."""
+        """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those,
+        or this one does once its own shard has finished (each job's end polls the queue again at once)."""
         for job in job_ids:
             running = {shards.batch_of(j) for j, task in self.tasks.items() if not task.done()}
             if shards.batch_of(job.decode()) not in running:
