@@ -221,11 +221,10 @@ STOP_SECONDS = 30.0  # a worker's stop waits for its sessions (10 s at most each
 
 async def stopped(worker: Worker, worker_task: asyncio.Task[None]) -> None:
     """Stop an in-loop worker; one that does not stop in time fails the test showing what every task waits on."""
+    worker_task.cancel()
     try:
         async with asyncio.timeout(STOP_SECONDS):
-            worker_task.cancel()
-            with suppress(asyncio.CancelledError):
-                await worker_task
+            await asyncio.wait({worker_task})  # not `await worker_task` in suppress(): that would hide the timeout
             await worker.close()
     except TimeoutError:
         stacks = io.StringIO()
@@ -233,6 +232,8 @@ async def stopped(worker: Worker, worker_task: asyncio.Task[None]) -> None:
             task.print_stack(limit=12, file=stacks)
         said = f"the worker did not stop within {STOP_SECONDS:g} s; its tasks:\n{stacks.getvalue()}"
         raise AssertionError(said) from None
+    if not worker_task.cancelled():
+        worker_task.result()  # the worker's own failure, if it had one
 
 
 @asynccontextmanager

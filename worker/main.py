@@ -194,8 +194,11 @@ class Worker(ArqWorker):
             self._wake = self._watch.enter_context(self._listener.watch())
             await self._listener.start()
         elif not self.burst:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for loses a cancel that comes as the wake is set (a
+            # job's end at the worker's stop), and the stop would wait out a whole idle poll.
             with suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._idle_poll)
+                async with asyncio.timeout(self._idle_poll):
+                    await self._wake.wait()
         self._wake.clear()
         await super()._poll_iteration()
 
