@@ -137,6 +137,13 @@ def filter_body(context: Any, body: Any) -> bool:
     return distinct_ids(body)
 
 
+@schema.hook
+def filter_headers(context: Any, headers: Any) -> bool:
+    """No generated Host header: a host the service does not serve is refused (421) before any rule a schema states
+    (the host guard has tests of its own)."""
+    return not (isinstance(headers, dict) and any(str(name).lower() == "host" for name in headers))
+
+
 @schema.auth()
 class Key:
     """The key every generated request carries (schemathesis knows it for its auth checks, which drop or spoil it)."""
