@@ -35,7 +35,7 @@ from mcp_batch.store.channels import Listener
 from mcp_batch.store.connection import check_control, close_data, control_settings, data_client
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.store.outage import redis_retried
-from mcp_batch.store.queue import Heartbeat, queue_name, wake_channel
+from mcp_batch.store.queue import JOB_FUNCTION, Heartbeat, queue_name, wake_channel
 from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
@@ -235,7 +235,7 @@ class Worker(ArqWorker):
 
 def arq_options(settings: Settings) -> dict[str, Any]:
     """What arq's Worker is given for these settings: the shard job, start-up and shut-down, the queue, Redis."""
-    job = func(run_batch, name="run_batch", keep_result=0, max_tries=1, timeout=settings.job_timeout_seconds)
+    job = func(run_batch, name=JOB_FUNCTION, keep_result=0, max_tries=1, timeout=settings.job_timeout_seconds)
     return {
         "functions": [job],
         "on_startup": startup,

@@ -7,8 +7,9 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -28,14 +29,22 @@ from mcp_batch.store.admission import (
     tenant_keys,
     undo_control,
 )
-from mcp_batch.store.batch_row import LIMITS, dump_specs, load_metadata, new_row
-from mcp_batch.store.connection import atomic, is_cluster
-from mcp_batch.store.intake import CHUNK, STAGE_OVER, STAGED_SECONDS, Encoded, encode, stage
+from mcp_batch.store.batch_row import LIMITS, BatchRow, dump_specs, load_metadata, new_row, stored_row
+from mcp_batch.store.connection import atomic
+from mcp_batch.store.intake import STAGE_OVER, Encoded, encode, stage
 from mcp_batch.tenants import DEFAULT_TENANT
 
 logger = logging.getLogger(__name__)
 
 UNCAPPED = 2**62  # a ceiling no count reaches
+
+
+@dataclass(frozen=True)
+class Created:
+    """A batch just stored: its id, and its row as a read right after would see it."""
+
+    batch_id: str
+    row: BatchRow
 
 
 def new_batch_id() -> str:
@@ -84,8 +93,8 @@ class Submits:
         max_unfinished_items: int = UNCAPPED,
         tenant_max_unfinished_items: int | None = None,
         settings_from: Mapping[str, str] | None = None,
-    ) -> str:
-        """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing. `jobs` are its shard jobs,
+    ) -> Created:
+        """Store a validated batch atomically (one script per slot): all of it, or nothing. `jobs`: its shard jobs,
         leased from now (a job lost before it is queued is taken over when its lease lapses); `traceparent`, the
         submit's span, is the parent of the workers' spans. `settings_from`: a retry's, each setting it kept and the
         batch it came from.
@@ -97,7 +106,7 @@ class Submits:
         batch_id = batch_id or new_batch_id()
         jobs = jobs or []
         keys = self.keys
-        staged = len(request.calls) > STAGE_OVER  # written ahead: packing one huge MULTI would hold the event loop
+        staged = len(request.calls) > STAGE_OVER  # written ahead: packing one huge step would hold the event loop
         encoded = Encoded([], []) if staged else await encode(request.calls, dump_specs)
         stored = await stage(self.redis, keys, batch_id, request.calls, dump_specs) if staged else encoded.stored
         now = time.time()
@@ -137,36 +146,12 @@ class Submits:
             reply = await self._tenant_admit(tenant_keys(keys, tenant, request.metadata), args)
             check_admitted(reply, stored, ceilings, retry_after)
             steps = 2
-            await self._write(
-                batch_id, encoded, batch_admit_call(keys, batch_id, (self.live_ms, self.lease_ms), jobs, fields)
-            )
+            timing, calls = (self.live_ms, self.lease_ms), (encoded.specs, encoded.ids)
+            await self._batch_admit(*batch_admit_call(keys, batch_id, timing, jobs, fields, calls))
         except BaseException:
             await self._take_back(batch_id, (tenant, request.metadata), jobs, (n, stored), steps, staged)
             raise
-        return batch_id
-
-    async def _write(self, batch_id: str, encoded: Encoded, admit: tuple[list[str], list[Any]]) -> None:
-        """The batch's slot: its calls and ids (unless staged), then its meta, which makes it exist."""
-        calls, ids_key = self.keys.calls(batch_id), self.keys.ids(batch_id)
-        if not is_cluster(self.redis):
-            async with self.redis.pipeline(transaction=True) as pipe:  # one MULTI: all of it or nothing
-                for start in range(0, len(encoded.specs), CHUNK):
-                    specs, ids = encoded.chunk(start)
-                    pipe.rpush(calls, *specs)
-                    pipe.hset(ids_key, items=ids)
-                await self._batch_admit(*admit, client=pipe)  # queued, and loaded before the MULTI runs
-                await pipe.execute()
-            return
-        if encoded.specs:  # no MULTI on a cluster: written ahead like a staged batch, briefly kept until the meta
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for start in range(0, len(encoded.specs), CHUNK):
-                    specs, ids = encoded.chunk(start)
-                    pipe.rpush(calls, *specs)
-                    pipe.hset(ids_key, items=ids)
-                pipe.expire(calls, STAGED_SECONDS)
-                pipe.expire(ids_key, STAGED_SECONDS)
-                await pipe.execute()
-        await self._batch_admit(*admit)
+        return Created(batch_id, stored_row(fields).as_of(time.time()))
 
     async def _take_back(
         self,

@@ -18,6 +18,8 @@ from mcp_batch.contract.item_cursors import Position, cursor_length, locate
 from mcp_batch.errors import BatchNotFound, InvalidCursor
 from mcp_batch.item_progress import ItemProgress
 from mcp_batch.models import BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
+from mcp_batch.store.batch_row import BatchRow
+from mcp_batch.store.reads import PageRead
 from mcp_batch.store.tenant_index import Filters
 from mcp_batch.tenants import Caller
 from service.application.questions import item_with_question, with_questions
@@ -39,6 +41,13 @@ async def document(services: Services, batch_id: str, offset: int = 0, limit: in
     results = [ItemResult.model_validate(item) for item in items]
     found = found.model_copy(update={"results": results, "truncated": removed > 0, "truncated_bytes": removed})
     return await with_questions(services, found)  # items waiting for an answer, as `input_required`
+
+
+def submitted_document(batch_id: str, row: BatchRow) -> BatchDocument:
+    """The document of a batch as its submit stored it, no page of results (what `document(limit=0)` would read
+    then: nothing has run, so nothing waits for an answer)."""
+    found, _ = documents.page(batch_id, PageRead(row, 0, [], {}, []))
+    return found.model_copy(update={"results": [], "truncated": False, "truncated_bytes": 0})
 
 
 async def progress(services: Services, batch_id: str) -> list[tuple[str, ItemProgress]]:

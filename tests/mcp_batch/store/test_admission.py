@@ -59,7 +59,7 @@ async def test_a_submit_runs_as_many_redis_commands_with_5000_living_batches_as_
 
 async def test_a_batchs_bytes_are_released_once_it_has_ended_and_expired(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
-    first = await store.submits.create(batch(3, retention_seconds=1), 1, max_stored_bytes=200)
+    first = (await store.submits.create(batch(3, retention_seconds=1), 1, max_stored_bytes=200)).batch_id
     with pytest.raises(StoredBytesCeiling):
         await store.submits.create(batch(3), 1, max_stored_bytes=200)
     await store.leases.cancel(first)  # nothing in flight: it ends now, and expires a second later
@@ -72,7 +72,7 @@ async def test_a_batchs_bytes_are_released_once_it_has_ended_and_expired(redis: 
 async def test_an_abandoned_batchs_bytes_are_released_once_its_keys_expire(redis: aioredis.Redis) -> None:
     keys = Keys()
     short = Submits(redis, keys, 3600, 300_000, lease_ms=30_000, live_ms=1_000)  # nobody works on it: gone in 1 s
-    abandoned = await short.create(batch(3), 1, max_stored_bytes=200)
+    abandoned = (await short.create(batch(3), 1, max_stored_bytes=200)).batch_id
     with pytest.raises(StoredBytesCeiling):
         await short.create(batch(3), 1, max_stored_bytes=200)
     await eventually(lambda: gone(redis, abandoned), what="the batch's keys to expire", timeout=10)
