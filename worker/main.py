@@ -175,9 +175,20 @@ class Worker(ArqWorker):
             running = {shards.batch_of(j) for j, task in self.tasks.items() if not task.done()}
             if shards.batch_of(job.decode()) not in running:
                 await super().start_jobs([job])
+                started = self.tasks.get(job.decode())
+                if started is not None:
+                    started.add_done_callback(self._slot_freed)
+
+    def _slot_freed(self, _job: asyncio.Task[Any]) -> None:
+        """A job's end polls the queue at once: jobs queued while every slot was taken (or behind this batch's own
+        shard) wait for it, and their wake came while this worker could not take them. Not while stopping: a
+        stopping worker takes nothing new."""
+        if self._listener is not None and self.allow_pick_jobs:
+            self._wake.set()
 
     # arq internal (0.28): its poll sleeps poll_delay and lets a Redis error end the worker. Here it waits on the
-    # wake channel instead, and waits a Redis outage out, however long; running jobs ride it out in the store.
+    # wake channel (or a job's end) instead, and waits a Redis outage out, however long; running jobs ride it out
+    # in the store.
     @redis_retried(outage=math.inf, cap=5.0)
     async def _poll_iteration(self) -> None:
         if self._listener is None:
@@ -185,8 +196,11 @@ class Worker(ArqWorker):
             self._wake = self._watch.enter_context(self._listener.watch())
             await self._listener.start()
         elif not self.burst:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that lands as the wake is
+            # set (a job's end during a stop), and the stop would then wait a whole idle poll.
             with suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._idle_poll)
+                async with asyncio.timeout(self._idle_poll):
+                    await self._wake.wait()
         self._wake.clear()
         await super()._poll_iteration()
 
