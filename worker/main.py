@@ -35,7 +35,7 @@ from mcp_batch.store.channels import Listener
 from mcp_batch.store.connection import check_control, close_data, control_settings, data_client
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.store.outage import redis_retried
-from mcp_batch.store.queue import JOB_FUNCTION, Heartbeat, queue_name, wake_channel
+from mcp_batch.store.queue import JOB_FUNCTION, Heartbeat, JobPick, queue_name, wake_channel
 from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
@@ -166,18 +166,40 @@ class Worker(ArqWorker):
         self._listener: Listener | None = None
         self._watch = ExitStack()
         self._draining: asyncio.Future[None] | None = None
+        self._pick: JobPick | None = None
 
-    # arq internal (0.28): arq starts every job it picks; shards of one batch belong on different workers.
+    # arq internal (0.28): arq starts every job it picks, each after four round trips (WATCH, EXISTS, ZSCORE, MULTI);
+    # shards of one batch belong on different workers, and a job's pick is one script here (store/queue.py's
+    # JobPick: the same check and the same in-progress key). The rest is arq's start_jobs as it is: its job slots
+    # (sem, job_counter), its run_job, its callback that frees the slot.
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those
         (or this one does, once its own shard has finished)."""
-        for job in job_ids:
-            running = {shards.batch_of(j) for j, task in self.tasks.items() if not task.done()}
-            if shards.batch_of(job.decode()) not in running:
-                await super().start_jobs([job])
-                started = self.tasks.get(job.decode())
-                if started is not None:
-                    started.add_done_callback(self._slot_freed)
+        if self._pick is None:
+            self._pick = JobPick(self.pool, self.queue_name)
+        for raw in job_ids:
+            job = raw.decode()
+            if any(shards.batch_of(j) == shards.batch_of(job) for j, t in self.tasks.items() if not t.done()):
+                continue
+            await self.sem.acquire()
+            if self.job_counter >= self.max_jobs:
+                self.sem.release()
+                return
+            self.job_counter += 1
+            try:
+                score = await self._pick.take(job, int(self.in_progress_timeout_s * 1000))
+            except BaseException:
+                self.job_counter -= 1
+                self.sem.release()
+                raise
+            if score is None:  # running elsewhere, done, or queued again for later
+                self.job_counter -= 1
+                self.sem.release()
+                continue
+            task = self.loop.create_task(self.run_job(job, score))
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            task.add_done_callback(self._slot_freed)
+            self.tasks[job] = task
 
     def _slot_freed(self, _job: asyncio.Task[Any]) -> None:
         """A job's end polls the queue at once: jobs queued while every slot was taken (or behind this batch's own

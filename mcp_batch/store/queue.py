@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from arq import ArqRedis
-from arq.constants import job_key_prefix, result_key_prefix
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
 from arq.utils import timestamp_ms, to_ms
 from redis.asyncio import Redis
@@ -52,6 +52,35 @@ def queue_name(keys: Keys) -> str:
 def wake_channel(keys: Keys) -> str:
     """The channel an idle worker's poll waits on."""
     return keys.wake_channel
+
+
+# KEYS: 1 the job's arq in-progress key, 2 the queue. ARGV: 1 the job id, 2 now (ms, the worker's clock, which arq
+# compares scores with), 3 the in-progress key's life (ms). The job's score when the caller now runs it; false when
+# it runs elsewhere, is gone from the queue or is not due yet: arq's own check, made in one round trip.
+_PICK = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
+redis.call('PSETEX', KEYS[1], ARGV[3], '1')
+return score
+"""
+
+
+class JobPick:
+    """A worker's pick of one queued job, as arq's `Worker.start_jobs` makes it (the in-progress key arq's worker and
+    `Job.status` read, set only when no other worker holds the job and its score is due) in one script instead of
+    arq's WATCH, EXISTS, ZSCORE and MULTI."""
+
+    def __init__(self, control: Redis, queue: str) -> None:
+        self._script = control.register_script(_PICK)
+        self._queue = queue
+
+    async def take(self, job: str, life_ms: int) -> int | None:
+        """The job's score once this worker holds it, or None when it must not run it."""
+        score = await self._script(
+            keys=[in_progress_key_prefix + job, self._queue], args=[job, timestamp_ms(), life_ms]
+        )
+        return None if score is None else int(float(score))
 
 
 class JobQueue:
@@ -106,4 +135,4 @@ class JobQueue:
         await self.control.zrem(self.keys.workers, worker_id)
 
 
-__all__ = ["Heartbeat", "JobQueue", "queue_name", "wake_channel"]
+__all__ = ["Heartbeat", "JobPick", "JobQueue", "queue_name", "wake_channel"]

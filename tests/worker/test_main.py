@@ -87,5 +87,12 @@ async def test_the_arq_internals_the_worker_overrides_keep_their_shape() -> None
         assert list(inspect.signature(getattr(ArqWorker, name)).parameters) == parameters, name
     assert inspect.iscoroutinefunction(ArqWorker._poll_iteration) and inspect.iscoroutinefunction(ArqWorker.close)
     worker = create_worker(Settings(redis_url=REDIS_URL, auth="none"), handle_signals=False)
-    for attribute in ("tasks", "allow_pick_jobs", "main_task", "burst", "ctx"):
+    attributes = ("tasks", "allow_pick_jobs", "main_task", "burst", "ctx", "sem", "job_counter", "max_jobs", "loop")
+    for attribute in (*attributes, "in_progress_timeout_s", "queue_name", "run_job"):
         assert hasattr(worker, attribute), attribute
+    # start_jobs is arq's with one script for its pick (store/queue.py's JobPick): what it mirrors is still there
+    arqs = inspect.getsource(ArqWorker.start_jobs)
+    for kept in ("await self.sem.acquire()", "self.job_counter >= self.max_jobs", "int(self.in_progress_timeout_s"):
+        assert kept in arqs, kept
+    for kept in ("score > timestamp_ms()", "self.run_job(job_id, int(score))", "_release_sem_dec_counter_on_complete"):
+        assert kept in arqs, kept

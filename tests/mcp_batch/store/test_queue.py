@@ -1,6 +1,6 @@
-"""The queue's own enqueue script against arq's: a job it queues is the job arq's `enqueue_job` queues, byte for byte
-where it can be (the same keys, the same serialized job, the same life and score), so arq's worker reads it as its
-own. These fail if arq's job layout changes under the pin in pyproject.toml."""
+"""The queue's own scripts against arq's: a job it queues is the job arq's `enqueue_job` queues (the same keys, the same
+serialized job, the same life and score), so arq's worker reads it as its own, and a job a worker picks is in progress
+as arq marks it. These fail if arq's job layout changes under the pin in pyproject.toml."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 import redis.asyncio as aioredis
 from arq import ArqRedis
-from arq.constants import job_key_prefix, result_key_prefix
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import Job, JobStatus, deserialize_job_raw
 
 from mcp_batch.keys import Keys
-from mcp_batch.store.queue import JOB_FUNCTION, JobQueue
+from mcp_batch.store.queue import JOB_FUNCTION, JobPick, JobQueue
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(30)
@@ -105,3 +105,23 @@ async def test_queueing_survives_a_script_flush(own_redis: RedisServer) -> None:
         await redis.script_flush()  # a restarted Redis has lost the script: it is sent again
         await queue.enqueue_and_wake("b2", ["b2:0:0"])
         assert await pool.exists(job_key_prefix + "b1:0:0", job_key_prefix + "b2:0:0") == 2
+
+
+async def test_a_picked_job_is_in_progress_as_arq_marks_it_and_cannot_be_picked_twice(redis: aioredis.Redis) -> None:
+    pool, keys = arq_pool(redis), Keys()
+    await JobQueue(pool, keys).enqueue("b1", 0, "b1:0:0")
+    queued = await pool.zscore(keys.queue, "b1:0:0")
+    pick = JobPick(pool, keys.queue)
+    assert queued is not None and await pick.take("b1:0:0", 60_000) == int(queued)
+    assert await Job("b1:0:0", pool, _queue_name=keys.queue).status() is JobStatus.in_progress  # arq's reading
+    assert 0 < await pool.pttl(in_progress_key_prefix + "b1:0:0") <= 60_000
+    assert await pick.take("b1:0:0", 60_000) is None  # another worker's second try
+
+
+async def test_a_job_not_due_or_not_queued_is_not_picked(redis: aioredis.Redis) -> None:
+    pool, keys = arq_pool(redis), Keys()
+    await pool.enqueue_job(JOB_FUNCTION, "b1", 0, _job_id="b1:0:0", _queue_name=keys.queue, _defer_by=60)
+    pick = JobPick(pool, keys.queue)
+    assert await pick.take("b1:0:0", 60_000) is None
+    assert await pick.take("b2:0:0", 60_000) is None
+    assert await pool.exists(in_progress_key_prefix + "b1:0:0", in_progress_key_prefix + "b2:0:0") == 0
