@@ -2,12 +2,12 @@
 (MCP_BATCH_MAX_UNFINISHED_ITEMS), the tenant's (its key's `max_unfinished_items`) and the tenant's stored bytes are
 each checked and reserved in one atomic script, so concurrent submits never pass a ceiling together. The three
 live on different slots (the service's count on the control plane, the tenant's under its tag), so a submit is three
-steps, in this order: the control plane (the service's count, the shard jobs' index entries, the deadline and the
-webhook's fallback), the tenant's slot (its count and bytes, its list and metadata indexes), then the batch's slot
-(its meta, which makes it exist, and its jobs' leases). A refusal or failure at a step undoes the steps before it. A
-crash between steps leaves only what cleans itself: index entries that name no lease, deadline, webhook or listed
-batch of a batch that does not exist (their consumers drop them), and counts a little high (a ceiling met early,
-never passed).
+steps: the control plane (the service's count, the shard jobs' index entries, the deadline and the webhook's
+fallback) and the tenant's slot (its count and bytes, its list and metadata indexes) together, then the batch's slot
+(its calls, its meta, which makes it exist, and its jobs' leases). A refusal or failure undoes what the steps
+reserved. A crash between steps leaves only what cleans itself: index entries that name no lease, deadline, webhook
+or listed batch of a batch that does not exist (their consumers drop them), and counts a little high (a ceiling met
+early, never passed).
 
 The stored bytes cost the same whatever the number of the tenant's living batches: a counter of the tenant's bytes, a
 hash of each batch's bytes, and a sorted set of when each batch's bytes are released, on the tenant's node's clock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -133,23 +134,32 @@ class Submits:
         ceilings = (max_unfinished_items, tenant_max_unfinished_items, max_stored_bytes)
         deadline = None if request.deadline_seconds is None else int((now + request.deadline_seconds) * 1000)
         n = len(request.calls)
-        steps = 0  # the admission steps taken (admission.py): what a failure must take back
+        taken = [False, False]  # what the control and tenant steps reserved (admission.py): a failure takes it back
+        written = staged  # the batch's own keys may exist
         try:
             webhook = self.live_ms if request.webhook_url else None
-            args = control_args(batch_id, n, max_unfinished_items, self.lease_ms, deadline, webhook, jobs)
-            check_admitted(await self._control_admit(control_keys(keys), args), stored, ceilings, retry_after)
-            steps = 1
+            control = control_args(batch_id, n, max_unfinished_items, self.lease_ms, deadline, webhook, jobs)
             created_us = _micros(now)
-            args = tenant_args(
+            mine = tenant_args(
                 batch_id, n, tenant_max_unfinished_items, stored, max_stored_bytes, self.live_ms, created_us
             )
-            reply = await self._tenant_admit(tenant_keys(keys, tenant, request.metadata), args)
-            check_admitted(reply, stored, ceilings, retry_after)
-            steps = 2
+            # The two slots' steps go together: one round trip's wait. The control step's refusal is told first.
+            replies = await asyncio.gather(
+                self._control_admit(control_keys(keys), control),
+                self._tenant_admit(tenant_keys(keys, tenant, request.metadata), mine),
+                return_exceptions=True,
+            )
+            taken = [not isinstance(reply, BaseException) and int(reply[0]) == 0 for reply in replies]
+            for reply in replies:
+                if isinstance(reply, BaseException):
+                    raise reply
+                check_admitted(reply, stored, ceilings, retry_after)
+            written = True
             timing, calls = (self.live_ms, self.lease_ms), (encoded.specs, encoded.ids)
             await self._batch_admit(*batch_admit_call(keys, batch_id, timing, jobs, fields, calls))
         except BaseException:
-            await self._take_back(batch_id, (tenant, request.metadata), jobs, (n, stored), steps, staged)
+            undo = (taken[0], taken[1], written)
+            await self._take_back(batch_id, (tenant, request.metadata), jobs, (n, stored), undo)
             raise
         return Created(batch_id, stored_row(fields).as_of(time.time()))
 
@@ -159,24 +169,24 @@ class Submits:
         owner: tuple[str, Mapping[str, str] | None],
         jobs: list[str],
         counted: tuple[int, int],
-        steps: int,
-        staged: bool,
+        taken: tuple[bool, bool, bool],
     ) -> None:
-        """Undo the steps a refused or failed submit took, batch first (best effort: Redis may be what failed);
-        `owner`: its tenant and metadata, `counted`: its calls and stored bytes."""
+        """Undo what a refused or failed submit did, batch first (best effort: Redis may be what failed); `owner`:
+        its tenant and metadata, `counted`: its calls and stored bytes, `taken`: whether the control step and the
+        tenant's step reserved, and whether the batch's keys may exist."""
         tenant, metadata = owner
-        n = counted[0]
+        control, tenants, written = taken
         try:
-            if steps >= 2 or staged:
+            if written:
                 async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
                     pipe.delete(*self.keys.batch_keys(batch_id))
                     await pipe.execute()
-            if steps >= 2:
+            if tenants:
                 async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
                     queue_undo_tenant(pipe, self.keys, tenant, batch_id, counted, metadata)
                     await pipe.execute()
-            if steps >= 1:
-                await undo_control(self.control, self.keys, batch_id, n, jobs)
+            if control:
+                await undo_control(self.control, self.keys, batch_id, counted[0], jobs)
         except (RedisError, OSError):
             logger.warning("could not take back the reservation of batch %s", batch_id)
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from mcp_batch.errors import StoredBytesCeiling
+from mcp_batch.errors import Backpressure, StoredBytesCeiling
 from mcp_batch.keys import Keys
 from mcp_batch.store import Store
 from mcp_batch.store.submits import Submits, new_batch_id
@@ -140,3 +140,27 @@ async def test_the_release_of_a_batchs_bytes_follows_its_keys_ttl_when_renewed_a
     await store.leases.cancel(batch_id)  # ended: it lives its retention
     assert 0 < await redis.pttl(keys.batch(batch_id)) <= 600_000
     assert await release_lag_ms(redis, batch_id) < 1_000
+
+
+async def counts(redis: aioredis.Redis) -> list[object]:
+    keys = Keys()
+    tenant = [keys.tenant_unfinished("default"), keys.tenant_stored_bytes("default")]
+    return [*await redis.mget([keys.unfinished, *tenant]), await redis.zcard(keys.tenant_batches("default"))]
+
+
+async def test_a_submit_one_ceiling_refuses_takes_back_what_the_other_step_reserved(redis: aioredis.Redis) -> None:
+    """The control and tenant steps run together: the one that admitted is undone when the other refuses."""
+    store = Store(redis, Keys(), 3600)
+    await store.submits.create(batch(2), 1)
+    before = await counts(redis)
+    with pytest.raises(Backpressure):  # the service's ceiling: the tenant's step had reserved
+        await store.submits.create(batch(3), 1, max_unfinished_items=4)
+    assert await counts(redis) == before
+    with pytest.raises(Backpressure):  # the tenant's ceiling: the control step had reserved
+        await store.submits.create(batch(3), 1, tenant_max_unfinished_items=4)
+    assert await counts(redis) == before
+    with pytest.raises(StoredBytesCeiling):
+        await store.submits.create(batch(3), 1, max_stored_bytes=1)
+    assert await counts(redis) == before
+    await store.submits.create(batch(3), 1, max_unfinished_items=5, tenant_max_unfinished_items=5)
+    assert await counts(redis) != before
