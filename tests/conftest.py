@@ -22,7 +22,15 @@ import redis.asyncio as aioredis
 
 from mcp_batch.settings import Settings
 from tests.redis_server import RedisServer
-from tests.support import HttpBackendProcess, ServiceHandle, running_service, start_http_backend, stdio_demo
+from tests.support import (
+    HttpBackendProcess,
+    ServiceHandle,
+    ready,
+    running_service,
+    spawn_http_backend,
+    start_http_backend,
+    stdio_demo,
+)
 
 
 def worker_redis_url(base: str, worker: str) -> str:
@@ -83,10 +91,20 @@ def http_backend() -> Iterator[HttpBackendProcess]:
     backend.stop()
 
 
+@pytest.fixture(scope="session")
+def spare_backends() -> Iterator[list[HttpBackendProcess]]:
+    """The next test's fresh backend, started while this test runs (a process's start-up is a second or more)."""
+    spares = [spawn_http_backend()]
+    yield spares
+    for spare in spares:
+        spare.stop()
+
+
 @pytest.fixture
-def fresh_backend() -> Iterator[HttpBackendProcess]:
+def fresh_backend(spare_backends: list[HttpBackendProcess]) -> Iterator[HttpBackendProcess]:
     """A demo HTTP backend of this test's own: its tallies (stats) count only this test's calls."""
-    backend = start_http_backend()
+    backend = ready(spare_backends.pop())
+    spare_backends.append(spawn_http_backend())
     yield backend
     backend.stop()
 

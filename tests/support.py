@@ -148,29 +148,38 @@ class HttpBackendProcess:
         self.process.wait(10)
 
 
-def start_http_backend(
-    timeout: float = 30.0, extra_args: Sequence[str] = (), env: dict[str, str] | None = None
-) -> HttpBackendProcess:
+def spawn_http_backend(extra_args: Sequence[str] = (), env: dict[str, str] | None = None) -> HttpBackendProcess:
     """Start the demo backend over HTTP (with `extra_args`, e.g. `--require-token`, and `env` added to this process's
-    environment, e.g. OTEL_* variables) and return once it accepts connections."""
+    environment, e.g. OTEL_* variables) without waiting for it: `ready` waits."""
     port = free_port()
     cmd = [sys.executable, "-m", "tests.fault_backend", "--transport", "http", "--port", str(port), *extra_args]
     environ = {**os.environ, **(env or {})}
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
+    return HttpBackendProcess(process, port)
+
+
+def ready(backend: HttpBackendProcess, timeout: float = 30.0) -> HttpBackendProcess:
+    """`backend` once it accepts connections; killed if it does not in time."""
 
     def listening() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"demo HTTP backend exited with {process.returncode}")
+        if backend.process.poll() is not None:
+            raise RuntimeError(f"demo HTTP backend exited with {backend.process.returncode}")
         with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
+            return s.connect_ex(("127.0.0.1", backend.port)) == 0
 
     try:
         eventually_blocking(listening, what="the demo HTTP backend's port", timeout=timeout)
     except BaseException:
-        process.kill()
-        process.wait(10)
+        backend.stop()
         raise
-    return HttpBackendProcess(process, port)
+    return backend
+
+
+def start_http_backend(
+    timeout: float = 30.0, extra_args: Sequence[str] = (), env: dict[str, str] | None = None
+) -> HttpBackendProcess:
+    """Start the demo backend over HTTP and return once it accepts connections."""
+    return ready(spawn_http_backend(extra_args, env), timeout)
 
 
 @pytest.fixture(name="servers")
@@ -212,11 +221,10 @@ STOP_SECONDS = 30.0  # a worker's stop waits for its sessions (10 s at most each
 
 async def stopped(worker: Worker, worker_task: asyncio.Task[None]) -> None:
     """Stop an in-loop worker; one that does not stop in time fails the test showing what every task waits on."""
+    worker_task.cancel()
     try:
         async with asyncio.timeout(STOP_SECONDS):
-            worker_task.cancel()
-            with suppress(asyncio.CancelledError):
-                await worker_task
+            await asyncio.wait({worker_task})  # not `await worker_task` in suppress(): that would hide the timeout
             await worker.close()
     except TimeoutError:
         stacks = io.StringIO()
@@ -224,6 +232,8 @@ async def stopped(worker: Worker, worker_task: asyncio.Task[None]) -> None:
             task.print_stack(limit=12, file=stacks)
         said = f"the worker did not stop within {STOP_SECONDS:g} s; its tasks:\n{stacks.getvalue()}"
         raise AssertionError(said) from None
+    if not worker_task.cancelled():
+        worker_task.result()  # the worker's own failure, if it had one
 
 
 @asynccontextmanager

@@ -30,6 +30,7 @@ from worker.questions import hold_seconds
 from worker.sessions import BackendSession, SessionPool
 
 logger = logging.getLogger(__name__)
+_JITTER = random.Random()  # its own state: jitter never moves the random module's global one
 
 _LEASE_MARGIN = 30.0  # a concurrency lease outlives its call's timeout by this much, then lapses
 _DEFAULT_PAUSE = 1.0  # how long a 429 without Retry-After holds a backend back
@@ -38,7 +39,7 @@ _DEFAULT_PAUSE = 1.0  # how long a 429 without Retry-After holds a backend back
 def backoff(attempts: int, base: float, cap: float) -> float:
     """The pause after `attempts` failed sends: full jitter, uniform up to an exponential step, so the calls a broken
     backend failed together do not all come back together."""
-    return random.uniform(0, min(cap, base * 2 ** (attempts - 1)))
+    return _JITTER.uniform(0, min(cap, base * 2 ** (attempts - 1)))
 
 
 def _failure(exc: BackendError, attempts: int) -> ErrorInfo:

@@ -33,6 +33,7 @@ from mcp_batch.store.webhook_queue import Attempt
 from worker.context import WorkerState
 
 logger = logging.getLogger(__name__)
+_JITTER = random.Random()  # its own state: jitter never moves the random module's global one
 
 _TIMEOUT_SECONDS = 10.0  # one attempt, all of it
 _BACKOFF_CAP_SECONDS = 300.0
@@ -46,7 +47,7 @@ class Refused(Exception):
 def backoff(attempt: int, base: float) -> float:
     """Seconds before the attempt after `attempt`: half of min(cap, base * 2^(attempt-1)), plus up to as much again."""
     ceiling = min(_BACKOFF_CAP_SECONDS, base * 2.0 ** (attempt - 1))
-    return ceiling / 2 + random.uniform(0, ceiling / 2)
+    return ceiling / 2 + _JITTER.uniform(0, ceiling / 2)
 
 
 def _public(address: str) -> bool:

@@ -173,8 +173,8 @@ class Worker(ArqWorker):
     # JobPick: the same check and the same in-progress key). The rest is arq's start_jobs as it is: its job slots
     # (sem, job_counter), its run_job, its callback that frees the slot.
     async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those
-        (or this one does, once its own shard has finished)."""
+        """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those,
+        or this one does once its own shard has finished (each job's end polls the queue again at once)."""
         if self._pick is None:
             self._pick = JobPick(self.pool, self.queue_name)
         for raw in job_ids:
@@ -198,13 +198,12 @@ class Worker(ArqWorker):
                 continue
             task = self.loop.create_task(self.run_job(job, score))
             task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
-            task.add_done_callback(self._slot_freed)
+            task.add_done_callback(self._job_ended)
             self.tasks[job] = task
 
-    def _slot_freed(self, _job: asyncio.Task[Any]) -> None:
-        """A job's end polls the queue at once: jobs queued while every slot was taken (or behind this batch's own
-        shard) wait for it, and their wake came while this worker could not take them. Not while stopping: a
-        stopping worker takes nothing new."""
+    def _job_ended(self, _task: asyncio.Task[Any]) -> None:
+        # A job's end frees a slot and its batch: jobs skipped above, or left in the queue while every slot was
+        # taken, may start now rather than at the next idle poll (not while stopping: it takes nothing new).
         if self._listener is not None and self.allow_pick_jobs:
             self._wake.set()
 
@@ -218,8 +217,8 @@ class Worker(ArqWorker):
             self._wake = self._watch.enter_context(self._listener.watch())
             await self._listener.start()
         elif not self.burst:
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that lands as the wake is
-            # set (a job's end during a stop), and the stop would then wait a whole idle poll.
+            # asyncio.timeout, not wait_for: on 3.11 wait_for loses a cancel that comes as the wake is set (a
+            # job's end at the worker's stop), and the stop would wait out a whole idle poll.
             with suppress(TimeoutError):
                 async with asyncio.timeout(self._idle_poll):
                     await self._wake.wait()

@@ -27,6 +27,7 @@ from mcp_batch.records import ItemRecord, error_info
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
 from mcp_batch.store.claims import Claim
+from mcp_batch.store.outage import backoff
 from worker import metrics, priority
 from worker.calls import run_call
 from worker.context import WorkerState
@@ -40,6 +41,8 @@ from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
 
 logger = logging.getLogger(__name__)
+
+_RENEW_RETRY_CAP = 0.5  # seconds: the longest wait between two tries of a lease renewal that failed
 
 
 class _NotSent(Exception):
@@ -247,15 +250,27 @@ async def _run_item(
 
 
 async def _renew(store: Store, batch_id: str, job: str, every: float, run: _Shard) -> None:
+    """Renew the lease every `every` seconds; after a failed renewal (Redis unreachable, a cluster failover under
+    way), try again within _RENEW_RETRY_CAP rather than a whole period later: the lease has been running down all
+    through the outage, and other workers' sweeps take it over the moment it lapses."""
+    wait, retries = every, None
     while True:
-        await asyncio.sleep(every)  # a periodic duty: the lease must be renewed well before it lapses
+        await asyncio.sleep(wait)  # a periodic duty: the lease must be renewed well before it lapses
         try:
-            if not await store.leases.renew(batch_id, job):
-                logger.warning("job %s lost its lease (taken over); claiming nothing more", job)
-                run.lost = True
-                return
+            renewed = await store.leases.renew(batch_id, job)
         except (RedisError, RedisClusterException, OSError) as exc:
-            logger.warning("could not renew the lease of job %s: %s", job, type(exc).__name__)
+            if retries is None:
+                logger.warning("could not renew the lease of job %s: %s; retrying", job, type(exc).__name__)
+                retries = backoff(cap=min(every, _RENEW_RETRY_CAP))
+            wait = next(retries)
+            continue
+        if not renewed:
+            logger.warning("job %s lost its lease (taken over); claiming nothing more", job)
+            run.lost = True
+            return
+        if retries is not None:
+            logger.info("renewed the lease of job %s again", job)
+        wait, retries = every, None
 
 
 async def _watch(state: WorkerState, batch_id: str, run: _Shard) -> None:

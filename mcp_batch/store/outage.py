@@ -27,6 +27,7 @@ from redis.exceptions import (
 )
 
 logger = logging.getLogger(__name__)
+_JITTER = random.Random()  # its own state: jitter never moves the random module's global one
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -48,7 +49,7 @@ def backoff(first: float = 0.05, cap: float = 2.0) -> Iterator[float]:
     """Endless delays doubling from `first` up to `cap`, each drawn from [d/2, d] so retrying clients spread out."""
     delay = first
     while True:
-        yield random.uniform(delay / 2, delay)
+        yield _JITTER.uniform(delay / 2, delay)
         delay = min(delay * 2, cap)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -12,7 +13,7 @@ import redis.asyncio as aioredis
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from tests.conftest import REDIS_URL
-from tests.support import ServiceHandle, cli, free_port, live_workers, run_batch
+from tests.support import ServiceHandle, cli, eventually, free_port, live_workers, run_batch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -48,9 +49,15 @@ async def test_status_json_shows_cached_tools_after_a_batch(
     service: ServiceHandle, client: httpx.AsyncClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
     await run_batch(client, [{"server": "demo_http", "tool": "echo"}])
-    code = await cli("status", "--json")
-    report = json.loads(capsys.readouterr().out)
-    assert code == 0 and report["ok"] is True
+
+    async def report_once_the_job_has_left() -> dict[str, Any] | None:
+        # The batch is done once its last record is stored; its shard job leaves the queue a moment later.
+        code = await cli("status", "--json")
+        report: dict[str, Any] = json.loads(capsys.readouterr().out)
+        assert code == 0 and report["ok"] is True
+        return report if report["queue_depth"] == 0 and report["job_leases"]["held"] == 0 else None
+
+    report = await eventually(report_once_the_job_has_left, what="the shard job to leave the queue", timeout=10)
     assert [w["alive"] for w in report["workers"]] == [True]
     assert report["queue_depth"] == 0 and report["unfinished_items"] == 0
     assert report["job_leases"] == {"held": 0, "lapsed": 0}

@@ -1,17 +1,21 @@
-"""The worker process: pick-up woken by Redis or a job's end, not by arq's poll delay; a stop that never waits for
-the idle poll; the arq internals it relies on."""
+"""The worker process: pick-up woken by Redis or a job's end, not by arq's poll delay (nor, for a job skipped while a
+shard of its batch runs here or queued while every slot was taken, by the idle poll); a stop that never waits for the
+idle poll; the arq internals it relies on."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 import signal
+import time
 from datetime import datetime
 
 import arq
 import httpx
+import redis.asyncio as aioredis
 from arq.worker import Worker as ArqWorker
 
+from mcp_batch import shards
 from mcp_batch.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.support import (
@@ -24,6 +28,7 @@ from tests.support import (
     stopped,
     submit,
 )
+from worker.context import STATE, WorkerState
 from worker.main import create_worker
 
 
@@ -72,6 +77,48 @@ async def test_a_graceful_stop_while_a_job_ends_does_not_wait_for_the_idle_poll(
             assert worker_task.done(), "the worker was still stopping 10 s after its job ended"
         finally:
             await stopped(worker, worker_task)
+
+
+async def test_a_job_skipped_while_its_batch_runs_here_starts_when_that_shard_ends(
+    service: ServiceHandle, client: httpx.AsyncClient, redis: aioredis.Redis
+) -> None:
+    worker = service.worker
+    assert worker is not None and service.settings.worker_idle_poll_seconds == 30
+    call = {"server": "demo_http", "tool": "sleep", "arguments": {"seconds": 1.0}}
+    batch_id = (await submit(client, [call]))["id"]
+
+    def runs_here() -> bool:
+        return any(shards.batch_of(job) == batch_id and not task.done() for job, task in worker.tasks.items())
+
+    await eventually(runs_here, what="the batch's job running on the worker")
+    state: WorkerState = worker.ctx[STATE]
+    replacement = shards.job_id(batch_id, 0, 1)  # as a take-over queues it while the job it replaces still runs
+    await state.store.queue.enqueue(batch_id, 0, replacement, 1)
+    await state.store.queue.wake(batch_id)  # the poll it wakes skips the job: a shard of its batch runs here
+    document = (await client.get(f"/v1/batches/{batch_id}", params={"wait": 10})).json()
+    assert document["status"] == "completed"
+
+    async def started() -> bool:  # arq takes a job off its queue once it has run
+        return await redis.zscore(state.keys.queue, replacement) is None
+
+    await eventually(started, what="the skipped job started (not at the 30 s idle poll)", timeout=10)
+
+
+async def test_a_job_queued_while_every_slot_is_taken_starts_when_one_frees(
+    settings: Settings,
+) -> None:
+    one_slot = settings.model_copy(update={"worker_max_jobs": 1})
+    assert one_slot.worker_idle_poll_seconds == 30
+    long = {"server": "demo_http", "tool": "sleep", "arguments": {"seconds": 1.0}}
+    short = {"server": "demo_http", "tool": "echo", "arguments": {"message": "next"}}
+    async with running_service(one_slot) as service, httpx.AsyncClient(base_url=service.base_url) as client:
+        first = (await submit(client, [long]))["id"]
+        second = (await submit(client, [short]))["id"]  # its wake finds the one slot taken
+        await finished(client, first, timeout=10)
+        started = time.monotonic()
+        document = await finished(client, second, timeout=10)
+    assert document["status"] == "completed"
+    assert time.monotonic() - started < 5, "the queued job waited for the 30 s idle poll"
 
 
 async def test_the_arq_internals_the_worker_overrides_keep_their_shape() -> None:

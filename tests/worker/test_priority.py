@@ -104,7 +104,7 @@ async def test_a_low_batch_keeps_its_minimum_share_while_a_high_one_runs(client:
 
 async def test_a_high_batchs_jobs_are_taken_before_those_already_waiting(settings: Settings) -> None:
     async with (
-        running_service(settings.model_copy(update={"worker_max_jobs": 1, "worker_idle_poll_seconds": 0.2})) as handle,
+        running_service(settings.model_copy(update={"worker_max_jobs": 1})) as handle,
         httpx.AsyncClient(base_url=handle.base_url, timeout=60) as client,
     ):
         busy = await submit(client, stamps("limited", 5_000), max_concurrency=1)  # holds the worker's one job slot
