@@ -13,9 +13,14 @@ from mcp_batch.models import Mode
 
 def plan(total: int, concurrency: int, mode: Mode, linked: bool, live_workers: int, most: int, min_items: int) -> int:
     """How many shards a batch gets."""
+    return max(1, min(live_workers, ceiling(total, concurrency, mode, linked, most, min_items)))
+
+
+def ceiling(total: int, concurrency: int, mode: Mode, linked: bool, most: int, min_items: int) -> int:
+    """The most shards a batch could get, however many workers are live: at 1, their number need not be asked."""
     if mode is Mode.serial or linked:
         return 1
-    return max(1, min(live_workers, most, concurrency, -(-total // min_items)))
+    return max(1, min(most, concurrency, -(-total // min_items)))
 
 
 def lanes(concurrency: int, shards: int, shard: int) -> int:

@@ -39,7 +39,9 @@ def identify(authorization: str | None, keyring: KeyRing | None) -> Caller:
 _bearer = HTTPBearer(auto_error=False, description="An API key from the keys file (not needed with auth off).")
 
 
-def get_caller(
+# The dependencies are coroutines, though they never wait: FastAPI runs a plain function's in a worker thread,
+# a thread hop on every request.
+async def get_caller(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Caller:
     keyring: KeyRing | None = request.app.state.keyring
@@ -49,12 +51,12 @@ def get_caller(
 CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
-def caller_or_refusal(
+async def caller_or_refusal(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Caller | Unauthenticated:
     """The caller, or why there is none: for a door that answers a missing key in its own shape."""
     try:
-        return get_caller(request, credentials)
+        return await get_caller(request, credentials)
     except Unauthenticated as exc:
         return exc
 

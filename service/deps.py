@@ -10,7 +10,7 @@ from service.application.services import Services, owned
 from service.auth import CallerDep
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:  # a coroutine: FastAPI would run a function in a thread
     services: Services = request.app.state.services
     return services
 

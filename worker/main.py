@@ -35,7 +35,7 @@ from mcp_batch.store.channels import Listener
 from mcp_batch.store.connection import check_control, close_data, control_settings, data_client
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.store.outage import redis_retried
-from mcp_batch.store.queue import Heartbeat, queue_name, wake_channel
+from mcp_batch.store.queue import JOB_FUNCTION, Heartbeat, JobPick, queue_name, wake_channel
 from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
@@ -166,27 +166,50 @@ class Worker(ArqWorker):
         self._listener: Listener | None = None
         self._watch = ExitStack()
         self._draining: asyncio.Future[None] | None = None
+        self._pick: JobPick | None = None
 
-    # arq internal (0.28): arq starts every job it picks; shards of one batch belong on different workers.
+    # arq internal (0.28): arq starts every job it picks, each after four round trips (WATCH, EXISTS, ZSCORE, MULTI);
+    # shards of one batch belong on different workers, and a job's pick is one script here (store/queue.py's
+    # JobPick: the same check and the same in-progress key). The rest is arq's start_jobs as it is: its job slots
+    # (sem, job_counter), its run_job, its callback that frees the slot.
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those,
         or this one does once its own shard has finished (each job's end polls the queue again at once)."""
-        for job in job_ids:
-            running = {shards.batch_of(j) for j, task in self.tasks.items() if not task.done()}
-            if shards.batch_of(job.decode()) not in running:
-                await super().start_jobs([job])
-                started = self.tasks.get(job.decode())
-                if started is not None:
-                    started.add_done_callback(self._job_ended)
+        if self._pick is None:
+            self._pick = JobPick(self.pool, self.queue_name)
+        for raw in job_ids:
+            job = raw.decode()
+            if any(shards.batch_of(j) == shards.batch_of(job) for j, t in self.tasks.items() if not t.done()):
+                continue
+            await self.sem.acquire()
+            if self.job_counter >= self.max_jobs:
+                self.sem.release()
+                return
+            self.job_counter += 1
+            try:
+                score = await self._pick.take(job, int(self.in_progress_timeout_s * 1000))
+            except BaseException:
+                self.job_counter -= 1
+                self.sem.release()
+                raise
+            if score is None:  # running elsewhere, done, or queued again for later
+                self.job_counter -= 1
+                self.sem.release()
+                continue
+            task = self.loop.create_task(self.run_job(job, score))
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            task.add_done_callback(self._job_ended)
+            self.tasks[job] = task
 
     def _job_ended(self, _task: asyncio.Task[Any]) -> None:
         # A job's end frees a slot and its batch: jobs skipped above, or left in the queue while every slot was
-        # taken, may start now rather than at the next idle poll.
+        # taken, may start now rather than at the next idle poll (not while stopping: it takes nothing new).
         if self._listener is not None and self.allow_pick_jobs:
             self._wake.set()
 
     # arq internal (0.28): its poll sleeps poll_delay and lets a Redis error end the worker. Here it waits on the
-    # wake channel instead, and waits a Redis outage out, however long; running jobs ride it out in the store.
+    # wake channel (or a job's end) instead, and waits a Redis outage out, however long; running jobs ride it out
+    # in the store.
     @redis_retried(outage=math.inf, cap=5.0)
     async def _poll_iteration(self) -> None:
         if self._listener is None:
@@ -247,7 +270,7 @@ class Worker(ArqWorker):
 
 def arq_options(settings: Settings) -> dict[str, Any]:
     """What arq's Worker is given for these settings: the shard job, start-up and shut-down, the queue, Redis."""
-    job = func(run_batch, name="run_batch", keep_result=0, max_tries=1, timeout=settings.job_timeout_seconds)
+    job = func(run_batch, name=JOB_FUNCTION, keep_result=0, max_tries=1, timeout=settings.job_timeout_seconds)
     return {
         "functions": [job],
         "on_startup": startup,

@@ -123,9 +123,13 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
     store, settings = state.store, state.settings
     job = shards.job_id(batch_id, shard, generation)
     logs.bind(batch_id=batch_id, job=job)
-    # One round trip's wait for the three: a job taken over before it started only leaves its runner noted.
-    renewed, _, meta = await asyncio.gather(
-        store.leases.renew(batch_id, job), store.leases.started(batch_id, job, state.worker_id), _meta(store, batch_id)
+    # One round trip's wait for the four: a job taken over before it started only leaves its runner noted (and its
+    # question settings read for nothing).
+    renewed, _, meta, questions = await asyncio.gather(
+        store.leases.renew(batch_id, job),
+        store.leases.started(batch_id, job, state.worker_id),
+        _meta(store, batch_id),
+        for_batch(store.questions, batch_id, settings),
     )
     if not renewed:
         logger.info("job %s was taken over before it started; nothing to do", job)
@@ -134,7 +138,7 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
         logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
         await store.leases.release(batch_id, job)
         return
-    run = _Shard(meta, questions=await for_batch(store.questions, batch_id, settings))
+    run = _Shard(meta, questions=questions)
     renewing = asyncio.create_task(_renew(store, batch_id, job, settings.lease_seconds / 3, run))
     watching = asyncio.create_task(_watch(state, batch_id, run))
     limited = [s for s in meta.servers if (b := state.pool.registry.get(s)) is not None and b.rate_limit]

@@ -2,12 +2,12 @@
 (MCP_BATCH_MAX_UNFINISHED_ITEMS), the tenant's (its key's `max_unfinished_items`) and the tenant's stored bytes are
 each checked and reserved in one atomic script, so concurrent submits never pass a ceiling together. The three
 live on different slots (the service's count on the control plane, the tenant's under its tag), so a submit is three
-steps, in this order: the control plane (the service's count, the shard jobs' index entries, the deadline and the
-webhook's fallback), the tenant's slot (its count and bytes, its list and metadata indexes), then the batch's slot
-(its meta, which makes it exist, and its jobs' leases). A refusal or failure at a step undoes the steps before it. A
-crash between steps leaves only what cleans itself: index entries that name no lease, deadline, webhook or listed
-batch of a batch that does not exist (their consumers drop them), and counts a little high (a ceiling met early,
-never passed).
+steps: the control plane (the service's count, the shard jobs' index entries, the deadline and the webhook's
+fallback) and the tenant's slot (its count and bytes, its list and metadata indexes) together, then the batch's slot
+(its calls, its meta, which makes it exist, and its jobs' leases). A refusal or failure undoes what the steps
+reserved. A crash between steps leaves only what cleans itself: index entries that name no lease, deadline, webhook
+or listed batch of a batch that does not exist (their consumers drop them), and counts a little high (a ceiling met
+early, never passed).
 
 The stored bytes cost the same whatever the number of the tenant's living batches: a counter of the tenant's bytes, a
 hash of each batch's bytes, and a sorted set of when each batch's bytes are released, on the tenant's node's clock:
@@ -30,6 +30,7 @@ from mcp_batch.keys import Keys
 
 _SWEEP = 64  # released batches a submit drops from the tenant's count
 _MORE = 1_024  # and how many more before it refuses a batch over the ceiling
+_UNPACK = 1_000  # values one Lua unpack() hands a command (even: the ids' pairs stay whole; Lua's stack holds 8,000)
 
 # The control plane's step. KEYS: 1 unfinished, 2 jobs, 3 deadlines, 4 webhooks.
 # ARGV: 1 batch id, 2 calls, 3 service ceiling, 4 lease ms, 5 deadline (ms, '' none), 6 ms until the webhook's
@@ -85,13 +86,24 @@ redis.call('ZADD', KEYS[5], now + tonumber(ARGV[6]), ARGV[1])
 return {{0}}
 """
 
-# The batch's step, last in the pipeline that writes its calls. KEYS: 1 meta, 2 calls, 3 ids.
-# ARGV: 1 live ms, 2 lease ms, 3 number of shard jobs, then the jobs, then the meta hash's fields and values.
-BATCH_ADMIT = """
+# The batch's step: its calls and ids (unless staged ahead), its meta, which makes it exist, and its jobs' leases, in
+# one script (atomic on a cluster's node as on a standalone Redis; EVALSHA, so a small batch's step sends no script).
+# KEYS: 1 meta, 2 calls, 3 ids. ARGV: 1 live ms, 2 lease ms, 3 number of shard jobs, then the jobs, then the number
+# of calls written here, their specs, their ids' fields (id, index, ...), then the meta hash's fields and values.
+BATCH_ADMIT = f"""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local jobs = tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], unpack(ARGV, 4 + jobs))
+local n = tonumber(ARGV[4 + jobs])
+local specs, ids = 5 + jobs, 5 + jobs + n
+local meta = ids + 2 * n
+for s = specs, ids - 1, {_UNPACK} do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, s, math.min(s + {_UNPACK - 1}, ids - 1)))
+end
+for s = ids, meta - 1, {_UNPACK} do
+  redis.call('HSET', KEYS[3], unpack(ARGV, s, math.min(s + {_UNPACK - 1}, meta - 1)))
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, meta))
 for i = 4, 3 + jobs do redis.call('HSET', KEYS[1], 'lease:' .. ARGV[i], now + tonumber(ARGV[2])) end
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[1])) end
 return 0
@@ -147,11 +159,19 @@ def tenant_args(
 
 
 def batch_admit_call(
-    keys: Keys, batch_id: str, timing: tuple[int, int], jobs: list[str], fields: Mapping[str, Any]
+    keys: Keys,
+    batch_id: str,
+    timing: tuple[int, int],
+    jobs: list[str],
+    fields: Mapping[str, Any],
+    calls: tuple[list[bytes], list[bytes]] = ([], []),
 ) -> tuple[list[str], list[Any]]:
-    """KEYS and ARGV of the batch's step (`timing`: live ms, lease ms)."""
+    """KEYS and ARGV of the batch's step (`timing`: live ms, lease ms; `calls`: the specs and the ids' fields to write
+    with it, none for a batch staged ahead)."""
+    specs, ids = calls
     pairs = [part for name, value in fields.items() for part in (name, value)]
-    return [keys.batch(batch_id), keys.calls(batch_id), keys.ids(batch_id)], [*timing, len(jobs), *jobs, *pairs]
+    argv = [*timing, len(jobs), *jobs, len(specs), *specs, *ids, *pairs]
+    return [keys.batch(batch_id), keys.calls(batch_id), keys.ids(batch_id)], argv
 
 
 async def undo_control(control: Redis, keys: Keys, batch_id: str, calls: int, jobs: list[str]) -> None:

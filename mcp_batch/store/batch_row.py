@@ -275,6 +275,23 @@ def new_row(
     return fields | {name: value for name, value in links.items() if value is not None}
 
 
+def stored_row(fields: Mapping[str, Any]) -> BatchRow:
+    """The row a read of a batch just written with these fields would parse (each value as redis-py sends it), so
+    a submit answers from what it wrote without reading it back."""
+    stored = {name.encode(): _encoded(value) for name, value in fields.items()}
+    row = parse_row(stored)
+    assert row is not None  # a batch's fields are never empty
+    return row
+
+
+def _encoded(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, float):
+        return repr(value).encode()
+    return str(value).encode()
+
+
 @dataclass(frozen=True)
 class Spec:
     """One stored call: what it calls, with what."""

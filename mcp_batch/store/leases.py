@@ -7,6 +7,7 @@ whatever the workers are doing meanwhile. A job's lease is the batch's `lease:<j
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any, cast
@@ -97,11 +98,15 @@ class Leases:
         reply = cast(list[Any], await self._renew(self._script_keys(batch_id), [job, self.lease_ms, self.live_ms]))
         if not int(reply[0]):
             return False
-        # The batch's lease first: the index only tells the sweep where to look, and a lagging one costs a look.
-        await self.index([job])
+        # The batch's lease first: the index only tells the sweep where to look, and a lagging one costs a look. The
+        # index (control plane) and the tenant's counts (its slot) go together: one round trip's wait, not two.
         due, unfinished, stored = int(reply[1]), reply[2].decode(), reply[3].decode()
         if due > 0 or stored:
-            await self.ending.count_down(batch_id, due, unfinished, stored, self.live_ms)
+            await asyncio.gather(
+                self.index([job]), self.ending.count_down(batch_id, due, unfinished, stored, self.live_ms)
+            )
+        else:
+            await self.index([job])
         return True
 
     async def started(self, batch_id: str, job: str, worker: str) -> None:

@@ -3,6 +3,12 @@
 Both live on the control-plane Redis (MCP_BATCH_REDIS_URL): arq's queue and the channels need a standalone or
 Sentinel-managed Redis, while a batch's own data may live on a cluster (connection.py). Nothing outside the store
 names arq's methods or these keys.
+
+A job is queued by one script that writes what arq's `ArqRedis.enqueue_job` writes (the job under arq's
+`arq:job:<id>` key, serialized by arq's own `serialize_job`, expiring as arq's would, and its id scored in the queue)
+and publishes the wake in the same round trip: a submit's jobs and their wake cost one round trip instead of arq's
+three per job and a PUBLISH. arq's worker reads the job as it reads its own; tests/mcp_batch/store/test_queue.py
+fails if arq's layout changes under the pin in pyproject.toml.
 """
 
 from __future__ import annotations
@@ -10,10 +16,32 @@ from __future__ import annotations
 from datetime import timedelta
 
 from arq import ArqRedis
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
+from arq.jobs import serialize_job
+from arq.utils import timestamp_ms, to_ms
 from redis.asyncio import Redis
 
 from mcp_batch.keys import Keys
 from mcp_batch.store.overview import Heartbeat
+
+JOB_FUNCTION = "run_batch"  # the name the worker registers its shard job under (worker/main.py)
+
+# KEYS: 1 the queue, then each job's arq job key and result key. ARGV: 1 the wake channel ('' no wake), 2 its
+# message, then per job: its id, its score (ms), its key's life (ms), the serialized job. A job whose key or result
+# exists is left alone, as arq's enqueue_job does. Returns how many were queued.
+_ENQUEUE = """
+local queued = 0
+for j = 0, (#KEYS - 1) / 2 - 1 do
+  local a = 3 + 4 * j
+  if redis.call('EXISTS', KEYS[2 + 2 * j], KEYS[3 + 2 * j]) == 0 then
+    redis.call('PSETEX', KEYS[2 + 2 * j], ARGV[a + 2], ARGV[a + 3])
+    redis.call('ZADD', KEYS[1], ARGV[a + 1], ARGV[a])
+    queued = queued + 1
+  end
+end
+if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
+return queued
+"""
 
 
 def queue_name(keys: Keys) -> str:
@@ -26,23 +54,73 @@ def wake_channel(keys: Keys) -> str:
     return keys.wake_channel
 
 
+# KEYS: 1 the job's arq in-progress key, 2 the queue. ARGV: 1 the job id, 2 now (ms, the worker's clock, which arq
+# compares scores with), 3 the in-progress key's life (ms). The job's score when the caller now runs it; false when
+# it runs elsewhere, is gone from the queue or is not due yet: arq's own check, made in one round trip.
+_PICK = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
+redis.call('PSETEX', KEYS[1], ARGV[3], '1')
+return score
+"""
+
+
+class JobPick:
+    """A worker's pick of one queued job, as arq's `Worker.start_jobs` makes it (the in-progress key arq's worker and
+    `Job.status` read, set only when no other worker holds the job and its score is due) in one script instead of
+    arq's WATCH, EXISTS, ZSCORE and MULTI."""
+
+    def __init__(self, control: Redis, queue: str) -> None:
+        self._script = control.register_script(_PICK)
+        self._queue = queue
+
+    async def take(self, job: str, life_ms: int) -> int | None:
+        """The job's score once this worker holds it, or None when it must not run it."""
+        score = await self._script(
+            keys=[in_progress_key_prefix + job, self._queue], args=[job, timestamp_ms(), life_ms]
+        )
+        return None if score is None else int(float(score))
+
+
 class JobQueue:
     """Shard jobs into arq's queue, the wake that follows, and one worker's heartbeat."""
 
     def __init__(self, control: Redis, keys: Keys) -> None:
         self.control = control
         self.keys = keys
+        self._enqueue = control.register_script(_ENQUEUE)
 
     async def enqueue(
         self, batch_id: str, shard: int, job: str, generation: int | None = None, ahead: timedelta | None = None
     ) -> None:
-        """Queue one shard job under its id (arq refuses a second job with the same id); `ahead`: scored as if
-        queued that long ago, so it runs before the jobs queued since (a high-priority batch)."""
-        if not isinstance(self.control, ArqRedis):
-            raise TypeError("queueing a job needs the control plane's arq pool")
+        """Queue one shard job under its id (a second job with the same id is refused, as arq refuses it); `ahead`:
+        scored as if queued that long ago, so it runs before the jobs queued since (a high-priority batch)."""
         args: tuple[object, ...] = (batch_id, shard) if generation is None else (batch_id, shard, generation)
-        defer = -ahead if ahead else None
-        await self.control.enqueue_job("run_batch", *args, _job_id=job, _queue_name=self.keys.queue, _defer_by=defer)
+        await self._queue([(job, args)], ahead, wake=None)
+
+    async def enqueue_and_wake(self, batch_id: str, jobs: list[str], ahead: timedelta | None = None) -> None:
+        """Queue a new batch's shard jobs (shard n is `jobs[n]`) and wake idle workers, in one round trip."""
+        await self._queue([(job, (batch_id, shard)) for shard, job in enumerate(jobs)], ahead, wake=batch_id)
+
+    async def _queue(
+        self, jobs: list[tuple[str, tuple[object, ...]]], ahead: timedelta | None, wake: str | None
+    ) -> None:
+        # As arq's enqueue_job: the score and the job's enqueue time from this clock, the key's life a day past
+        # the score; the serializer is the pool's (the worker's pool deserializes with its counterpart).
+        pool = self.control
+        if not isinstance(pool, ArqRedis):
+            raise TypeError("queueing a job needs the control plane's arq pool")
+        now = timestamp_ms()
+        score = now - (to_ms(ahead) or 0)
+        life = score - now + pool.expires_extra_ms
+        keys = [self.keys.queue]
+        args: list[str | int | bytes] = ["" if wake is None else self.keys.wake_channel, wake or ""]
+        for job, job_args in jobs:
+            keys += [job_key_prefix + job, result_key_prefix + job]
+            body = serialize_job(JOB_FUNCTION, job_args, {}, None, now, serializer=pool.job_serializer)
+            args += [job, score, life, body]
+        await self._enqueue(keys, args)
 
     async def wake(self, batch_id: str) -> None:
         """Tell idle workers a job was queued, so they poll now rather than at their next poll."""
@@ -57,4 +135,4 @@ class JobQueue:
         await self.control.zrem(self.keys.workers, worker_id)
 
 
-__all__ = ["Heartbeat", "JobQueue", "queue_name", "wake_channel"]
+__all__ = ["Heartbeat", "JobPick", "JobQueue", "queue_name", "wake_channel"]

@@ -277,9 +277,10 @@ class Reads:
             specs.extend((index, load_spec(spec)) for index, spec in zip(chunk, raw, strict=True))
         return specs
 
-    async def wait(self, batch_id: str, timeout: float) -> None:
+    async def wait(self, batch_id: str, timeout: float) -> BatchRow:
         """Return when the batch has ended (as a reader sees it: `BatchRow.as_of`) or `timeout` passes; woken by the
-        done channel, not by polling, and at the batch's deadline, which may end it for a reader."""
+        done channel, not by polling, and at the batch's deadline, which may end it for a reader. Returns the row
+        it read last: what never changes in it (`page_facts`) need not be read again."""
         if self._done is None:
             raise RuntimeError("this store has no done-channel listener")
         loop = asyncio.get_running_loop()
@@ -289,12 +290,12 @@ class Reads:
                 row = await self.row(batch_id)
                 left = give_up - loop.time()
                 if row.status in TERMINAL_BATCH or left <= 0:
-                    return
+                    return row
                 if row.deadline_at is not None and row.halt is None:  # woken at the deadline to read it again
                     left = min(left, max(0.0, row.deadline_at - time.time()) + 0.001)
                 try:
                     async with asyncio.timeout(left):
                         await event.wait()
-                    return
+                    return row
                 except TimeoutError:
                     continue

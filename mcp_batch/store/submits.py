@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -28,14 +30,22 @@ from mcp_batch.store.admission import (
     tenant_keys,
     undo_control,
 )
-from mcp_batch.store.batch_row import LIMITS, dump_specs, load_metadata, new_row
-from mcp_batch.store.connection import atomic, is_cluster
-from mcp_batch.store.intake import CHUNK, STAGE_OVER, STAGED_SECONDS, Encoded, encode, stage
+from mcp_batch.store.batch_row import LIMITS, BatchRow, dump_specs, load_metadata, new_row, stored_row
+from mcp_batch.store.connection import atomic
+from mcp_batch.store.intake import STAGE_OVER, Encoded, encode, stage
 from mcp_batch.tenants import DEFAULT_TENANT
 
 logger = logging.getLogger(__name__)
 
 UNCAPPED = 2**62  # a ceiling no count reaches
+
+
+@dataclass(frozen=True)
+class Created:
+    """A batch just stored: its id, and its row as a read right after would see it."""
+
+    batch_id: str
+    row: BatchRow
 
 
 def new_batch_id() -> str:
@@ -84,8 +94,8 @@ class Submits:
         max_unfinished_items: int = UNCAPPED,
         tenant_max_unfinished_items: int | None = None,
         settings_from: Mapping[str, str] | None = None,
-    ) -> str:
-        """Store a validated batch atomically (MULTI/EXEC): all of it, or nothing. `jobs` are its shard jobs,
+    ) -> Created:
+        """Store a validated batch atomically (one script per slot): all of it, or nothing. `jobs`: its shard jobs,
         leased from now (a job lost before it is queued is taken over when its lease lapses); `traceparent`, the
         submit's span, is the parent of the workers' spans. `settings_from`: a retry's, each setting it kept and the
         batch it came from.
@@ -97,7 +107,7 @@ class Submits:
         batch_id = batch_id or new_batch_id()
         jobs = jobs or []
         keys = self.keys
-        staged = len(request.calls) > STAGE_OVER  # written ahead: packing one huge MULTI would hold the event loop
+        staged = len(request.calls) > STAGE_OVER  # written ahead: packing one huge step would hold the event loop
         encoded = Encoded([], []) if staged else await encode(request.calls, dump_specs)
         stored = await stage(self.redis, keys, batch_id, request.calls, dump_specs) if staged else encoded.stored
         now = time.time()
@@ -124,49 +134,34 @@ class Submits:
         ceilings = (max_unfinished_items, tenant_max_unfinished_items, max_stored_bytes)
         deadline = None if request.deadline_seconds is None else int((now + request.deadline_seconds) * 1000)
         n = len(request.calls)
-        steps = 0  # the admission steps taken (admission.py): what a failure must take back
+        taken = [False, False]  # what the control and tenant steps reserved (admission.py): a failure takes it back
+        written = staged  # the batch's own keys may exist
         try:
             webhook = self.live_ms if request.webhook_url else None
-            args = control_args(batch_id, n, max_unfinished_items, self.lease_ms, deadline, webhook, jobs)
-            check_admitted(await self._control_admit(control_keys(keys), args), stored, ceilings, retry_after)
-            steps = 1
+            control = control_args(batch_id, n, max_unfinished_items, self.lease_ms, deadline, webhook, jobs)
             created_us = _micros(now)
-            args = tenant_args(
+            mine = tenant_args(
                 batch_id, n, tenant_max_unfinished_items, stored, max_stored_bytes, self.live_ms, created_us
             )
-            reply = await self._tenant_admit(tenant_keys(keys, tenant, request.metadata), args)
-            check_admitted(reply, stored, ceilings, retry_after)
-            steps = 2
-            await self._write(
-                batch_id, encoded, batch_admit_call(keys, batch_id, (self.live_ms, self.lease_ms), jobs, fields)
+            # The two slots' steps go together: one round trip's wait. The control step's refusal is told first.
+            replies = await asyncio.gather(
+                self._control_admit(control_keys(keys), control),
+                self._tenant_admit(tenant_keys(keys, tenant, request.metadata), mine),
+                return_exceptions=True,
             )
+            taken = [not isinstance(reply, BaseException) and int(reply[0]) == 0 for reply in replies]
+            for reply in replies:
+                if isinstance(reply, BaseException):
+                    raise reply
+                check_admitted(reply, stored, ceilings, retry_after)
+            written = True
+            timing, calls = (self.live_ms, self.lease_ms), (encoded.specs, encoded.ids)
+            await self._batch_admit(*batch_admit_call(keys, batch_id, timing, jobs, fields, calls))
         except BaseException:
-            await self._take_back(batch_id, (tenant, request.metadata), jobs, (n, stored), steps, staged)
+            undo = (taken[0], taken[1], written)
+            await self._take_back(batch_id, (tenant, request.metadata), jobs, (n, stored), undo)
             raise
-        return batch_id
-
-    async def _write(self, batch_id: str, encoded: Encoded, admit: tuple[list[str], list[Any]]) -> None:
-        """The batch's slot: its calls and ids (unless staged), then its meta, which makes it exist."""
-        calls, ids_key = self.keys.calls(batch_id), self.keys.ids(batch_id)
-        if not is_cluster(self.redis):
-            async with self.redis.pipeline(transaction=True) as pipe:  # one MULTI: all of it or nothing
-                for start in range(0, len(encoded.specs), CHUNK):
-                    specs, ids = encoded.chunk(start)
-                    pipe.rpush(calls, *specs)
-                    pipe.hset(ids_key, items=ids)
-                await self._batch_admit(*admit, client=pipe)  # queued, and loaded before the MULTI runs
-                await pipe.execute()
-            return
-        if encoded.specs:  # no MULTI on a cluster: written ahead like a staged batch, briefly kept until the meta
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for start in range(0, len(encoded.specs), CHUNK):
-                    specs, ids = encoded.chunk(start)
-                    pipe.rpush(calls, *specs)
-                    pipe.hset(ids_key, items=ids)
-                pipe.expire(calls, STAGED_SECONDS)
-                pipe.expire(ids_key, STAGED_SECONDS)
-                await pipe.execute()
-        await self._batch_admit(*admit)
+        return Created(batch_id, stored_row(fields).as_of(time.time()))
 
     async def _take_back(
         self,
@@ -174,24 +169,24 @@ class Submits:
         owner: tuple[str, Mapping[str, str] | None],
         jobs: list[str],
         counted: tuple[int, int],
-        steps: int,
-        staged: bool,
+        taken: tuple[bool, bool, bool],
     ) -> None:
-        """Undo the steps a refused or failed submit took, batch first (best effort: Redis may be what failed);
-        `owner`: its tenant and metadata, `counted`: its calls and stored bytes."""
+        """Undo what a refused or failed submit did, batch first (best effort: Redis may be what failed); `owner`:
+        its tenant and metadata, `counted`: its calls and stored bytes, `taken`: whether the control step and the
+        tenant's step reserved, and whether the batch's keys may exist."""
         tenant, metadata = owner
-        n = counted[0]
+        control, tenants, written = taken
         try:
-            if steps >= 2 or staged:
+            if written:
                 async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
                     pipe.delete(*self.keys.batch_keys(batch_id))
                     await pipe.execute()
-            if steps >= 2:
+            if tenants:
                 async with self.redis.pipeline(transaction=atomic(self.redis)) as pipe:
                     queue_undo_tenant(pipe, self.keys, tenant, batch_id, counted, metadata)
                     await pipe.execute()
-            if steps >= 1:
-                await undo_control(self.control, self.keys, batch_id, n, jobs)
+            if control:
+                await undo_control(self.control, self.keys, batch_id, counted[0], jobs)
         except (RedisError, OSError):
             logger.warning("could not take back the reservation of batch %s", batch_id)
 

@@ -18,17 +18,25 @@ from mcp_batch.contract.item_cursors import Position, cursor_length, locate
 from mcp_batch.errors import BatchNotFound, InvalidCursor
 from mcp_batch.item_progress import ItemProgress
 from mcp_batch.models import BatchDocument, BatchList, BatchStatus, ItemPage, ItemResult, ItemStatus
+from mcp_batch.store.batch_row import BatchRow
+from mcp_batch.store.reads import PageRead
 from mcp_batch.store.tenant_index import Filters
 from mcp_batch.tenants import Caller
 from service.application.questions import item_with_question, with_questions
 from service.application.services import Services
 
 
-async def document(services: Services, batch_id: str, offset: int = 0, limit: int | None = None) -> BatchDocument:
+async def document(
+    services: Services, batch_id: str, offset: int = 0, limit: int | None = None, known: BatchRow | None = None
+) -> BatchDocument:
     """A page of the document that fits the batch's byte budget: no more items than the budget holds, each item
-    over its share filled up to it, with a `next_cursor` to the rest."""
+    over its share filled up to it, with a `next_cursor` to the rest. `known`: a row of the batch read earlier,
+    for what never changes (its budget and tenant)."""
     store = services.store
-    max_bytes, tenant = await store.reads.page_facts(batch_id)
+    if known is None:
+        max_bytes, tenant = await store.reads.page_facts(batch_id)
+    else:
+        max_bytes, tenant = known.response_max_bytes, known.tenant
     page = budget.most_items(max_bytes) if limit is None else min(limit, budget.most_items(max_bytes))
     found, plain = documents.page(batch_id, await store.reads.page(batch_id, offset, page))
     if indexes := running.running(plain):  # a page without running items reads no progress
@@ -41,24 +49,33 @@ async def document(services: Services, batch_id: str, offset: int = 0, limit: in
     return await with_questions(services, found)  # items waiting for an answer, as `input_required`
 
 
+def submitted_document(batch_id: str, row: BatchRow) -> BatchDocument:
+    """The document of a batch as its submit stored it, no page of results (what `document(limit=0)` would read
+    then: nothing has run, so nothing waits for an answer)."""
+    found, _ = documents.page(batch_id, PageRead(row, 0, [], {}, []))
+    return found.model_copy(update={"results": [], "truncated": False, "truncated_bytes": 0})
+
+
 async def progress(services: Services, batch_id: str) -> list[tuple[str, ItemProgress]]:
     """The latest progress of the batch's running items that reported any, by index: (item id, progress)."""
     reports = await services.store.progress.every(batch_id)
     return [(reports[index]["id"], running.shown(reports[index])) for index in sorted(reports)]
 
 
-async def wait(services: Services, batch_id: str, seconds: float) -> None:
-    """Hold until the batch ends or `seconds` pass (at most the service's `max_wait_seconds`)."""
+async def wait(services: Services, batch_id: str, seconds: float) -> BatchRow | None:
+    """Hold until the batch ends or `seconds` pass (at most the service's `max_wait_seconds`); the row it read last
+    (None: no wait)."""
     if seconds > 0:
-        await services.store.reads.wait(batch_id, min(seconds, services.settings.max_wait_seconds))
+        return await services.store.reads.wait(batch_id, min(seconds, services.settings.max_wait_seconds))
+    return None
 
 
 async def read(
     services: Services, batch_id: str, wait_seconds: float = 0, offset: int = 0, limit: int | None = None
 ) -> BatchDocument:
     """Wait (up to `wait_seconds`) for the batch to end, then one page of its document."""
-    await wait(services, batch_id, wait_seconds)
-    return await document(services, batch_id, offset, limit)
+    known = await wait(services, batch_id, wait_seconds)
+    return await document(services, batch_id, offset, limit, known)
 
 
 async def item(services: Services, batch_id: str, item_id: str, cursor: str | None = None) -> ItemPage:

@@ -24,7 +24,8 @@ from mcp_batch.models import BatchRequest, ItemError, ItemStatus
 from mcp_batch.ops import tracing
 from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency, overview
-from mcp_batch.store.submits import new_batch_id
+from mcp_batch.store.batch_row import BatchRow
+from mcp_batch.store.submits import Created, new_batch_id
 from mcp_batch.tenants import ANYONE, Caller, authorize
 from service.application import estimating, questions
 from service.application.retry import Lineage, retry_request
@@ -33,10 +34,12 @@ from service.application.services import Services
 
 @dataclass(frozen=True)
 class Submitted:
-    """A submit's outcome: the batch, and whether this request made it (False: an Idempotency-Key replay)."""
+    """A submit's outcome: the batch, and whether this request made it (False: an Idempotency-Key replay); `row`,
+    the batch as this request stored it (None for a replay)."""
 
     batch_id: str
     created: bool
+    row: BatchRow | None = None
 
 
 def validate(services: Services, request: BatchRequest, caller: Caller = ANYONE) -> int:
@@ -65,7 +68,7 @@ async def _store_and_queue(
     concurrency: int,
     lineage: Lineage | None = None,
     idempotency_key: str | None = None,
-) -> str:
+) -> Created:
     """Store a validated batch (of this max_concurrency) atomically under the caller's tenant, queue the shard jobs,
     wake the workers.
 
@@ -74,13 +77,14 @@ async def _store_and_queue(
     settings, store = services.settings, services.store
     servers, linked = await _off_loop_if_large(len(request.calls), _survey, request)
     limits = services.registry.limits(servers)
-    live = await overview.live_workers(services.redis, services.keys, settings.ready_worker_seconds)
-    count = shards.plan(
-        len(request.calls), concurrency, request.mode, linked, live, settings.max_shards, settings.shard_min_items
-    )
+    shape = (len(request.calls), concurrency, request.mode, linked)
+    count = shards.ceiling(*shape, settings.max_shards, settings.shard_min_items)
+    if count > 1:  # a small batch is one shard whatever the workers: no round trip to count them
+        live = await overview.live_workers(services.redis, services.keys, settings.ready_worker_seconds)
+        count = shards.plan(*shape, live, settings.max_shards, settings.shard_min_items)
     batch_id = new_batch_id()
     jobs = [shards.job_id(batch_id, shard) for shard in range(count)]
-    await store.submits.create(
+    created = await store.submits.create(
         request,
         concurrency,
         limits,
@@ -98,15 +102,12 @@ async def _store_and_queue(
         tenant_max_unfinished_items=caller.max_unfinished_items,
     )
     try:
-        ahead = QUEUED_AHEAD.get(request.priority)
-        for shard, job in enumerate(jobs):
-            await store.queue.enqueue(batch_id, shard, job, ahead=ahead)
+        await store.queue.enqueue_and_wake(batch_id, jobs, ahead=QUEUED_AHEAD.get(request.priority))
     except BaseException:
         await store.submits.delete(batch_id, jobs)
         raise
-    await store.queue.wake(batch_id)
     services.metrics.batch_submitted()
-    return batch_id
+    return created
 
 
 async def submit(
@@ -133,19 +134,20 @@ async def _submit(
 ) -> Submitted:
     concurrency = await _off_loop_if_large(len(request.calls), validate, services, request, caller)
     if key is None:
-        return Submitted(await _store_and_queue(services, request, caller, concurrency, lineage), True)
+        created = await _store_and_queue(services, request, caller, concurrency, lineage)
+        return Submitted(created.batch_id, True, created.row)
     body = request.model_dump(mode="json") if lineage is None else lineage.fingerprint()
     keys = services.store.idempotency
     held = await keys.claim(key, idempotency.fingerprint(body), caller.tenant)
     if held.batch_id is not None:
         return Submitted(held.batch_id, False)
     try:
-        batch_id = await _store_and_queue(services, request, caller, concurrency, lineage, idempotency_key=held.name)
+        created = await _store_and_queue(services, request, caller, concurrency, lineage, idempotency_key=held.name)
     except BaseException:
         await keys.release(held)
         raise
-    await keys.complete(held, batch_id)
-    return Submitted(batch_id, True)
+    await keys.complete(held, created.batch_id)
+    return Submitted(created.batch_id, True, created.row)
 
 
 async def retry(

@@ -119,6 +119,8 @@ async def _submitted(services: Services, response: Response, submitted: submitti
     response.headers["Location"] = f"/v1/batches/{submitted.batch_id}"
     if not submitted.created:
         response.status_code = 200
+    if submitted.row is not None:  # rendered from what the submit stored: no read back
+        return reading.submitted_document(submitted.batch_id, submitted.row)
     return await reading.document(services, submitted.batch_id, limit=0)
 
 

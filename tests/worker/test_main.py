@@ -1,10 +1,14 @@
-"""The worker process: pick-up woken by Redis, not by arq's poll delay (nor, for a job skipped while a shard of its
-batch runs here or queued while every slot was taken, by the idle poll); the arq internals it relies on."""
+"""The worker process: pick-up woken by Redis or a job's end, not by arq's poll delay (nor, for a job skipped while a
+shard of its batch runs here or queued while every slot was taken, by the idle poll); a stop that never waits for the
+idle poll; the arq internals it relies on."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import signal
 import time
+from datetime import datetime
 
 import arq
 import httpx
@@ -14,7 +18,16 @@ from arq.worker import Worker as ArqWorker
 from mcp_batch import shards
 from mcp_batch.settings import Settings
 from tests.conftest import REDIS_URL
-from tests.support import ServiceHandle, eventually, finished, running_service, submit
+from tests.support import (
+    ServiceHandle,
+    eventually,
+    finished,
+    running_api,
+    running_service,
+    stamps,
+    stopped,
+    submit,
+)
 from worker.context import STATE, WorkerState
 from worker.main import create_worker
 
@@ -25,6 +38,45 @@ async def test_an_idle_worker_picks_up_new_work_at_once(service: ServiceHandle, 
         batch_id = (await submit(client, [{"server": "demo_http", "tool": "echo"}]))["id"]
         document = (await client.get(f"/v1/batches/{batch_id}", params={"wait": 10})).json()
         assert document["status"] == "completed"
+
+
+def _ts(value: str) -> float:
+    return datetime.fromisoformat(value).timestamp()
+
+
+async def test_a_job_queued_behind_a_full_worker_starts_as_soon_as_a_slot_frees(settings: Settings) -> None:
+    full = settings.model_copy(update={"worker_max_jobs": 1})
+    assert full.worker_idle_poll_seconds == 30  # without a wake at the job's end, the second would wait this long
+    async with running_service(full) as service, httpx.AsyncClient(base_url=service.base_url, timeout=30) as client:
+        first = (await submit(client, stamps("demo_http", 1, seconds=1.0)))["id"]
+
+        async def first_runs() -> bool:
+            return (await client.get(f"/v1/batches/{first}")).json()["status"] == "running"
+
+        await eventually(first_runs, what="the first batch to take the worker's one job slot", timeout=10)
+        second = (await submit(client, stamps("demo_http", 1)))["id"]  # its wake comes while the slot is taken
+        ended = await finished(client, first, timeout=10)
+        started = await finished(client, second, timeout=10)
+    assert _ts(started["started_at"]) - _ts(ended["finished_at"]) < 1.0
+
+
+async def test_a_graceful_stop_while_a_job_ends_does_not_wait_for_the_idle_poll(settings: Settings) -> None:
+    assert settings.worker_idle_poll_seconds == 30
+    async with running_api(settings) as base_url, httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        worker = create_worker(settings, handle_signals=False)
+        worker_task = asyncio.create_task(worker.async_run())
+        try:
+            batch_id = (await submit(client, stamps("demo_http", 1, seconds=1.0)))["id"]
+
+            async def running() -> bool:
+                return (await client.get(f"/v1/batches/{batch_id}")).json()["counts"]["running"] == 1
+
+            await eventually(running, what="the batch's call to be in flight", timeout=20)
+            worker.handle_sig(signal.SIGTERM)  # the graceful stop: the job ends, then the poll is cancelled
+            await asyncio.wait([worker_task], timeout=10)
+            assert worker_task.done(), "the worker was still stopping 10 s after its job ended"
+        finally:
+            await stopped(worker, worker_task)
 
 
 async def test_a_job_skipped_while_its_batch_runs_here_starts_when_that_shard_ends(
@@ -82,5 +134,12 @@ async def test_the_arq_internals_the_worker_overrides_keep_their_shape() -> None
         assert list(inspect.signature(getattr(ArqWorker, name)).parameters) == parameters, name
     assert inspect.iscoroutinefunction(ArqWorker._poll_iteration) and inspect.iscoroutinefunction(ArqWorker.close)
     worker = create_worker(Settings(redis_url=REDIS_URL, auth="none"), handle_signals=False)
-    for attribute in ("tasks", "allow_pick_jobs", "main_task", "burst", "ctx"):
+    attributes = ("tasks", "allow_pick_jobs", "main_task", "burst", "ctx", "sem", "job_counter", "max_jobs", "loop")
+    for attribute in (*attributes, "in_progress_timeout_s", "queue_name", "run_job"):
         assert hasattr(worker, attribute), attribute
+    # start_jobs is arq's with one script for its pick (store/queue.py's JobPick): what it mirrors is still there
+    arqs = inspect.getsource(ArqWorker.start_jobs)
+    for kept in ("await self.sem.acquire()", "self.job_counter >= self.max_jobs", "int(self.in_progress_timeout_s"):
+        assert kept in arqs, kept
+    for kept in ("score > timestamp_ms()", "self.run_job(job_id, int(score))", "_release_sem_dec_counter_on_complete"):
+        assert kept in arqs, kept

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from mcp_batch.errors import StoredBytesCeiling
+from mcp_batch.errors import Backpressure, StoredBytesCeiling
 from mcp_batch.keys import Keys
 from mcp_batch.store import Store
 from mcp_batch.store.submits import Submits, new_batch_id
@@ -59,7 +59,7 @@ async def test_a_submit_runs_as_many_redis_commands_with_5000_living_batches_as_
 
 async def test_a_batchs_bytes_are_released_once_it_has_ended_and_expired(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
-    first = await store.submits.create(batch(3, retention_seconds=1), 1, max_stored_bytes=200)
+    first = (await store.submits.create(batch(3, retention_seconds=1), 1, max_stored_bytes=200)).batch_id
     with pytest.raises(StoredBytesCeiling):
         await store.submits.create(batch(3), 1, max_stored_bytes=200)
     await store.leases.cancel(first)  # nothing in flight: it ends now, and expires a second later
@@ -72,7 +72,7 @@ async def test_a_batchs_bytes_are_released_once_it_has_ended_and_expired(redis: 
 async def test_an_abandoned_batchs_bytes_are_released_once_its_keys_expire(redis: aioredis.Redis) -> None:
     keys = Keys()
     short = Submits(redis, keys, 3600, 300_000, lease_ms=30_000, live_ms=1_000)  # nobody works on it: gone in 1 s
-    abandoned = await short.create(batch(3), 1, max_stored_bytes=200)
+    abandoned = (await short.create(batch(3), 1, max_stored_bytes=200)).batch_id
     with pytest.raises(StoredBytesCeiling):
         await short.create(batch(3), 1, max_stored_bytes=200)
     await eventually(lambda: gone(redis, abandoned), what="the batch's keys to expire", timeout=10)
@@ -140,3 +140,27 @@ async def test_the_release_of_a_batchs_bytes_follows_its_keys_ttl_when_renewed_a
     await store.leases.cancel(batch_id)  # ended: it lives its retention
     assert 0 < await redis.pttl(keys.batch(batch_id)) <= 600_000
     assert await release_lag_ms(redis, batch_id) < 1_000
+
+
+async def counts(redis: aioredis.Redis) -> list[object]:
+    keys = Keys()
+    tenant = [keys.tenant_unfinished("default"), keys.tenant_stored_bytes("default")]
+    return [*await redis.mget([keys.unfinished, *tenant]), await redis.zcard(keys.tenant_batches("default"))]
+
+
+async def test_a_submit_one_ceiling_refuses_takes_back_what_the_other_step_reserved(redis: aioredis.Redis) -> None:
+    """The control and tenant steps run together: the one that admitted is undone when the other refuses."""
+    store = Store(redis, Keys(), 3600)
+    await store.submits.create(batch(2), 1)
+    before = await counts(redis)
+    with pytest.raises(Backpressure):  # the service's ceiling: the tenant's step had reserved
+        await store.submits.create(batch(3), 1, max_unfinished_items=4)
+    assert await counts(redis) == before
+    with pytest.raises(Backpressure):  # the tenant's ceiling: the control step had reserved
+        await store.submits.create(batch(3), 1, tenant_max_unfinished_items=4)
+    assert await counts(redis) == before
+    with pytest.raises(StoredBytesCeiling):
+        await store.submits.create(batch(3), 1, max_stored_bytes=1)
+    assert await counts(redis) == before
+    await store.submits.create(batch(3), 1, max_unfinished_items=5, tenant_max_unfinished_items=5)
+    assert await counts(redis) != before

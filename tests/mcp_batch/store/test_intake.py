@@ -1,5 +1,5 @@
-"""Storing a large batch against the real Redis: its calls and ids staged ahead of the MULTI (commands packed in a
-worker thread, sent on one connection), all of it or nothing."""
+"""Storing a large batch against the real Redis: its calls and ids staged ahead of the batch's step (commands packed
+in a worker thread, sent on one connection), all of it or nothing; one not staged, whole in the step's one script."""
 
 from __future__ import annotations
 
@@ -26,14 +26,16 @@ def large(count: int = COUNT) -> BatchRequest:
     return BatchRequest.model_validate({"calls": calls})
 
 
-async def test_a_large_batch_is_stored_whole_in_order(redis: aioredis.Redis) -> None:
+@pytest.mark.parametrize("count", [COUNT, STAGE_OVER, 1_001])  # staged; the largest not staged; chunks of 1,000
+async def test_a_large_batch_is_stored_whole_in_order(redis: aioredis.Redis, count: int) -> None:
     keys, batch_id = Keys(), new_batch_id()
-    await Store(redis, keys, 3600).submits.create(large(), 4, batch_id=batch_id)
+    await Store(redis, keys, 3600).submits.create(large(count), 4, batch_id=batch_id)
     specs = [load_spec(raw) for raw in await redis.lrange(keys.calls(batch_id), 0, -1)]
-    assert [s.arguments["i"] for s in specs] == list(range(COUNT))
+    assert [s.arguments["i"] for s in specs] == list(range(count))
     assert specs[7].id == "c-7-é" and specs[8].id == "8" and specs[3].timeout_seconds == 2.5
     ids = await redis.hgetall(keys.ids(batch_id))
-    assert len(ids) == COUNT and ids["c-7-é".encode()] == b"7" and ids[b"8"] == b"8"
+    assert len(ids) == count and ids["c-7-é".encode()] == b"7" and ids[b"8"] == b"8"
+    assert ids[b"1000"] == b"1000"
     for key in (keys.batch(batch_id), keys.calls(batch_id), keys.ids(batch_id)):
         assert await redis.ttl(key) > 600  # the batch's life, not the staging's
 

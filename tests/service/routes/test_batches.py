@@ -11,7 +11,8 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from tests.support import by_id, eventually, finished, run_batch, submit
+from mcp_batch.settings import Settings
+from tests.support import by_id, eventually, finished, run_batch, running_api, submit
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -198,3 +199,15 @@ async def test_results_expire_after_the_retention(client: httpx.AsyncClient, red
     assert len(keys) == 6
     for key in keys:
         assert 0 < await redis.ttl(key) <= 86_400
+
+
+async def test_the_202_is_the_document_a_read_right_after_answers(settings: Settings) -> None:
+    calls = [{"id": f"c{n}", "server": "demo", "tool": "echo"} for n in range(3)]
+    body = {"calls": calls, "deadline_seconds": 600, "metadata": {"team": "a"}, "retention_seconds": 600}
+    async with running_api(settings) as base_url, httpx.AsyncClient(base_url=base_url) as http:  # no worker
+        response = await http.post("/v1/batches", json=body)
+        assert response.status_code == 202
+        read = await http.get(response.headers["location"], params={"limit": 0})
+    answered, stored = response.json(), read.json()
+    assert answered.pop("elapsed_seconds") <= stored.pop("elapsed_seconds")  # time since created_at, read later
+    assert answered == stored
