@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -31,16 +30,12 @@ from mcp_batch.store.admission import (
 from mcp_batch.store.batch_row import LIMITS, dump_specs, load_metadata, new_row
 from mcp_batch.store.connection import atomic, is_cluster
 from mcp_batch.store.intake import CHUNK, STAGE_OVER, STAGED_SECONDS, Encoded, encode, stage
+from mcp_batch.store.placement import Placement
 from mcp_batch.tenants import DEFAULT_TENANT
 
 logger = logging.getLogger(__name__)
 
 UNCAPPED = 2**62  # a ceiling no count reaches
-
-
-def new_batch_id() -> str:
-    """A fresh, unguessable batch id."""
-    return uuid.uuid4().hex
 
 
 class Submits:
@@ -66,6 +61,12 @@ class Submits:
         self._control_admit = self.control.register_script(CONTROL_ADMIT)
         self._tenant_admit = redis.register_script(TENANT_ADMIT)
         self._batch_admit = redis.register_script(BATCH_ADMIT)
+        self._placement = Placement(redis)
+
+    def new_id(self) -> str:
+        """A fresh, unguessable id for a batch about to be created: on a cluster, one that spreads batches evenly
+        over its masters (placement.py)."""
+        return self._placement.new_id()
 
     async def create(
         self,
@@ -94,7 +95,7 @@ class Submits:
         after `retry_after` is raised): `max_unfinished_items`, the service's unfinished items, and
         `tenant_max_unfinished_items`, the tenant's (Backpressure); `max_stored_bytes`, the bytes of calls the
         tenant's living batches hold (StoredBytesCeiling; None: counted, not capped)."""
-        batch_id = batch_id or new_batch_id()
+        batch_id = batch_id or self.new_id()
         jobs = jobs or []
         keys = self.keys
         staged = len(request.calls) > STAGE_OVER  # written ahead: packing one huge MULTI would hold the event loop

@@ -24,7 +24,6 @@ from mcp_batch.models import BatchRequest, ItemError, ItemStatus
 from mcp_batch.ops import tracing
 from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency, overview
-from mcp_batch.store.submits import new_batch_id
 from mcp_batch.tenants import ANYONE, Caller, authorize
 from service.application import estimating, questions
 from service.application.retry import Lineage, retry_request
@@ -78,7 +77,7 @@ async def _store_and_queue(
     count = shards.plan(
         len(request.calls), concurrency, request.mode, linked, live, settings.max_shards, settings.shard_min_items
     )
-    batch_id = new_batch_id()
+    batch_id = store.submits.new_id()
     jobs = [shards.job_id(batch_id, shard) for shard in range(count)]
     await store.submits.create(
         request,
