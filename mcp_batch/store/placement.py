@@ -3,8 +3,8 @@
 Random ids alone spread batches binomially (30 batches over 3 masters: one standard deviation is about 26 % of the
 mean), and a batch's items all cost its master's CPU. So on a cluster each process takes the masters in turn, from a
 random start, and draws random ids until one hashes to a slot of the master whose turn it is: a process's batches
-land evenly, each process starting elsewhere. An id stays 128 random bits less the few its master fixes (about
-log2 of the masters' count): as unguessable and as unique as any. On one Redis every id is as good as another.
+land evenly, each process starting elsewhere. An id stays a uuid4's 122 random bits less the few its master fixes
+(about log2 of the masters' count): as unguessable and as unique as any. On one Redis every id is as good as another.
 """
 
 from __future__ import annotations
