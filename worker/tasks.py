@@ -162,7 +162,7 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
     if run.reason == "shutdown":
         await _hand_back(state, batch_id, shard, generation, run)
     elif await store.leases.release(batch_id, job, run.ran) == "replaced":
-        logger.warning("job %s held claims lost with Redis replies; queued a job for them", job)
+        logger.warning("job %s held claims without records (lost replies or lost records); queued a job for them", job)
         await requeue(state, batch_id, shard, generation + 1)
     logger.info("batch %s: job %s has no more items to run", batch_id, job)
 
