@@ -1,7 +1,8 @@
 """The tests' backend: the demo backend (demo/server.py) plus the tools a test drives faults with.
 
-Tallies (`stats`), arrivals and calls in flight (`stamp`), invocations that ran twice (`tally`, `tally_write`; and
-`a__write`, a read whose name holds the MCP door's proxy separator), HTTP
+Tallies (`stats`), arrivals and calls in flight (`stamp`), invocations that ran twice (`tally`, `tally_write`,
+`held_write`, a write that answers once `let_go` names its key; and `a__write`, a read whose name holds the MCP
+door's proxy separator), HTTP
 statuses on demand (`refuse_next`, `fail_next`), a process that dies (`crash`), garbage on stdout (`garble`), a backend
 that stops answering (`hang`), answers full of terminal escapes (`hostile`), and, as command-line options, a token
 it requires and a banner before serving; with OTEL_* variables set it exports the MCP SDK's server spans (as
@@ -35,9 +36,10 @@ _arrivals: list[float] = []
 _in_flight = {"now": 0, "max": 0}
 _faults: dict[str, Any] = {"count": 0, "status": 429, "retry_after": None}  # what the next tool calls answer (HTTP)
 _tallies: dict[str, int] = {}  # invocations per key of `tally` / `tally_write`, so tests see what ran twice
+_let_go: dict[str, asyncio.Event] = {}  # per key of `held_write`: set once, by `let_go`, and then for good
 _faulted: list[float] = []  # when a call was answered with an injected status
 _wire: dict[str, int] = {}  # over stdio: the real stdout, which the SDK hides from tool code
-_CONTROL = {"refuse_next", "fail_next", "stats"}  # tools a test drives the backend with: never failed
+_CONTROL = {"refuse_next", "fail_next", "stats", "let_go"}  # tools a test drives the backend with: never failed
 
 
 @server.tool(annotations=READ)
@@ -68,6 +70,23 @@ async def tally_write(key: str, seconds: float = 0.0) -> str:
     _tallies[key] = _tallies.get(key, 0) + 1
     await asyncio.sleep(seconds)
     return key
+
+
+@server.tool(annotations=WRITE)
+async def held_write(key: str) -> str:
+    """A write (not idempotent) that counts this key's invocations (see `stats`) and answers only once `let_go` has
+    named the key: a test decides when each call ends. Called again after that, it answers at once."""
+    _tallies[key] = _tallies.get(key, 0) + 1
+    await _let_go.setdefault(key, asyncio.Event()).wait()
+    return key
+
+
+@server.tool(annotations=READ)
+def let_go(keys: list[str]) -> str:
+    """Let the `held_write` calls of these keys answer (those waiting now, and any made later)."""
+    for key in keys:
+        _let_go.setdefault(key, asyncio.Event()).set()
+    return f"let go of {len(keys)} keys"
 
 
 @server.tool(name="a__write", annotations=READ)

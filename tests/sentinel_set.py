@@ -7,9 +7,12 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
+from typing import Any
 
+import httpx
 import redis.asyncio as aioredis
 
+from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.ops import replication
 from mcp_batch_cli.dev import free_port
 from tests.redis_server import Engine, RedisServer, binaries
@@ -109,8 +112,42 @@ class SentinelSet:
             await client.aclose()
         return int(port)
 
+    async def cut_replica(self) -> None:
+        """Cut the replica off the primary's stream from now on, keeping it eligible for promotion: it drops its link
+        and cannot make another (it authenticates with a password the primary does not have), while the sentinels
+        still see it, recently linked. Writes acknowledged from here on are what a failover loses. Returns once the
+        replica reports its link down."""
+        client = aioredis.Redis(port=self.replica.port, decode_responses=True)
+        try:
+            await client.config_set("masterauth", "not-the-primary-password")
+            await client.client_kill_filter(_type="master")
+
+            async def down() -> bool:
+                return (await client.info("replication"))["master_link_status"] == "down"
+
+            await eventually(down, what="the replica's link to its primary down", timeout=10)
+        finally:
+            await client.aclose()
+
     async def stop(self) -> None:
         for sentinel in self.sentinels:
             await sentinel.stop()
         for server in (self.replica, self.primary):
             await server.stop(signal.SIGKILL)
+
+
+async def ended_through_the_failover(http: httpx.AsyncClient, batch_id: str) -> dict[str, Any]:
+    """The batch's document once it is terminal; a 503 (no primary known yet) is waited out like a running batch."""
+
+    async def terminal() -> dict[str, Any] | None:
+        try:
+            response = await http.get(f"/v1/batches/{batch_id}", params={"wait": 10})
+        except httpx.TransportError:  # a kept-alive connection the API closed while the test waited on the failover
+            return None
+        if response.status_code == 503:
+            return None
+        assert response.status_code == 200, response.text
+        document: dict[str, Any] = response.json()
+        return document if document["status"] in TERMINAL_BATCH else None
+
+    return await eventually(terminal, what=f"batch {batch_id} ended", timeout=90, interval=0.05)

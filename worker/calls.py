@@ -93,7 +93,7 @@ async def run_call(
     claim: Claim,
     build: records.Builder,
     read_only: bool = True,
-    dispatched: Callable[[], None] | None = None,
+    dispatched: Callable[[bool], None] | None = None,
     share: tuple[str, float] | None = None,
     batch_id: str = "",
     priority: tuple[str, Priority] | None = None,
@@ -102,7 +102,8 @@ async def run_call(
     """Run one item and return its result record (`build`: the item's record builder); never raises for a failure
     of the call itself.
 
-    `dispatched` is called just before the request is sent (from then on the call may have reached its backend);
+    `dispatched` is called just before the request is sent (from then on the call may have reached its backend),
+    told whether the call may write (a tool neither read-only nor idempotent);
     `share` (tenant, fraction) holds the call to its tenant's share of the backend's rate limit; `priority` (tenant,
     priority) to its turn among that tenant's calls; `progress` is handed each progress notification of the call.
     A recovered claim (its first worker stopped mid-call) runs again only for a read-only or idempotent tool."""
@@ -114,11 +115,7 @@ async def run_call(
     repeatable = bool(annotations.get("readOnlyHint") or annotations.get("idempotentHint"))
     repeatable = repeatable or claim.tool in session.backend.read_only_tools
     if claim.recovered and not repeatable:
-        msg = (
-            f"the worker running {claim.tool!r} stopped while the call was in flight; it may or may not have "
-            "run, and it is not run again because the tool is not annotated readOnlyHint or idempotentHint"
-        )
-        return call.done(ItemStatus.interrupted, error_info("interrupted", msg, "batch"))
+        return call.done(ItemStatus.interrupted, _interrupted(claim))
     call.attempts, call.waited = 0, 0.0
     if pool.write_wait is not None and not repeatable:
         try:  # the claim on replicas and disk first: neither a failover nor a host crash can make this write run twice
@@ -128,6 +125,19 @@ async def run_call(
             return call.done(ItemStatus.error, error_info("replica_wait_failed", str(exc), "storage", **details))
     result = await _send(pool, call, session, repeatable, dispatched, share, priority, progress)
     return _answered(call, result) if isinstance(result, CallToolResult) else result
+
+
+def _interrupted(claim: Claim) -> ErrorInfo:
+    """Why a recovered call that may write is not sent again."""
+    why = "and it is not run again because the tool is not annotated readOnlyHint or idempotentHint"
+    if claim.record_lost:
+        msg = (
+            f"the call to {claim.tool!r} was sent and answered, but a Redis failover lost its result before it "
+            f"reached a replica, {why}"
+        )
+        return error_info("interrupted", msg, "batch", record_lost=True)
+    msg = f"the worker running {claim.tool!r} stopped while the call was in flight; it may or may not have run, {why}"
+    return error_info("interrupted", msg, "batch")
 
 
 async def _ready(pool: SessionPool, call: _Call, read_only: bool) -> BackendSession | ItemRecord:
@@ -152,7 +162,7 @@ async def _send(
     call: _Call,
     session: BackendSession,
     repeatable: bool,
-    dispatched: Callable[[], None] | None,
+    dispatched: Callable[[bool], None] | None,
     share: tuple[str, float] | None,
     priority: tuple[str, Priority] | None = None,
     progress: ProgressFnT | None = None,
@@ -171,7 +181,7 @@ async def _send(
                 attempts = call.attempts = attempts + 1  # counted when sent: a call the gate turns away never was
                 call.clock = time.monotonic()  # elapsed_seconds is the backend call alone
                 if dispatched is not None:
-                    dispatched()
+                    dispatched(not repeatable)
                 return await session.call(claim.tool, claim.arguments, timeout, progress)
         except LimitWait as exc:
             details = {"wait_seconds": round(exc.wait, 3), "max_wait_seconds": pool.max_limit_wait}

@@ -55,6 +55,7 @@ class _Lane:
 
     claim: Claim | None = None
     dispatched: bool = False  # the call may have reached its backend
+    writes: bool = False  # and it may write (a tool neither read-only nor idempotent)
     timeout: asyncio.Timeout | None = None
 
 
@@ -68,7 +69,10 @@ class _Shard:
     lost: bool = False  # the lease was taken over: claim nothing more
     lanes: list[_Lane] = field(default_factory=list)
     questions: BatchQuestions | None = None  # what a backend's question during a call does
-    handed_back: list[tuple[int, bool]] = field(default_factory=list)  # (index, dispatched) of calls cut
+    handed_back: list[tuple[int, bool]] = field(default_factory=list)  # (index, may have run) of calls cut
+    # The claims whose records this job stored that must not run twice: writes it sent (flag 2), claims recovered
+    # (their flag). Should a failover lose a record, the item is still claimed under the job at its release.
+    ran: dict[int, int] = field(default_factory=dict)
 
     @property
     def stopping(self) -> bool:
@@ -100,8 +104,9 @@ class _Shard:
             status, code, what = ItemStatus.expired, "deadline_exceeded", "the batch's deadline passed"
         elif self.reason == "cancel":
             status, code, what = ItemStatus.cancelled, "cancelled", "the batch was cancelled"
-        else:
-            self.handed_back.append((lane.claim.index if lane.claim else -1, lane.dispatched))
+        else:  # a recovered claim may have run under the worker that first had it, sent here or not
+            may_have_run = lane.dispatched or (lane.claim is not None and lane.claim.recovered)
+            self.handed_back.append((lane.claim.index if lane.claim else -1, may_have_run))
             return None
         phase = "while the call was in flight" if lane.dispatched else "before the call was sent"
         recovered = lane.claim is not None and lane.claim.recovered
@@ -163,8 +168,8 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
                 await task
     if run.reason == "shutdown":
         await _hand_back(state, batch_id, shard, generation, run)
-    elif await store.leases.release(batch_id, job) == "replaced":
-        logger.warning("job %s held claims lost with Redis replies; queued a job for them", job)
+    elif await store.leases.release(batch_id, job, run.ran) == "replaced":
+        logger.warning("job %s held claims without records (lost replies or lost records); queued a job for them", job)
         await requeue(state, batch_id, shard, generation + 1)
     logger.info("batch %s: job %s has no more items to run", batch_id, job)
 
@@ -190,10 +195,10 @@ async def _lane(
         bind(run.questions, claim.index)
         build = records.builder(worker_id, round(time.time() - created_at, 6))
 
-        def dispatched(lane: _Lane = lane) -> None:
+        def dispatched(writes: bool, lane: _Lane = lane) -> None:
             if run.reason is not None:  # cut between its timer and here: it must not be sent now
                 raise _NotSent
-            lane.dispatched = True
+            lane.dispatched, lane.writes = True, writes
 
         relay = ProgressRelay(state.store.progress, batch_id, claim.index, claim.id, progress_rate)
         try:
@@ -217,6 +222,10 @@ async def _lane(
         if state.latency is not None:
             state.latency.note(claim.server, claim.tool, record)
         references.finished(claim.index, record)
+        if lane.dispatched and lane.writes:
+            run.ran[claim.index] = 2
+        elif claim.recovered:
+            run.ran[claim.index] = claim.flag
         feeder.finish(claim, record)
         lane.claim = None
 
@@ -227,7 +236,7 @@ async def _run_item(
     claim: Claim,
     build: records.Builder,
     meta: BatchMeta,
-    dispatched: Callable[[], None],
+    dispatched: Callable[[bool], None],
     pages: CursorPages,
     progress: ProgressRelay,
 ) -> ItemRecord:
@@ -299,7 +308,7 @@ async def _hand_back(state: WorkerState, batch_id: str, shard: int, generation: 
     """A graceful stop: give this job's part to a replacement at once instead of letting its lease lapse."""
     store = state.store
     job, new_job = shards.job_id(batch_id, shard, generation), shards.job_id(batch_id, shard, generation + 1)
-    clean = [index for index, dispatched in run.handed_back if not dispatched]
+    clean = [index for index, may_have_run in run.handed_back if not may_have_run]
     outcome = await store.leases.take_over(batch_id, job, new_job, force=True, never_dispatched=clean)
     if outcome == "replaced":
         await requeue(state, batch_id, shard, generation + 1)

@@ -40,6 +40,13 @@ class Claim:
     timeout_seconds: float | None = None  # the call's own timeout, when it set one
     recovered: bool = False  # taken over from a stopped worker, possibly after it reached the backend
     cursor: str | None = None  # read a page of an earlier item instead of calling the backend
+    record_lost: bool = False  # recovered: the job that ran it stored its record, and a Redis failover lost it
+
+    @property
+    def flag(self) -> int:
+        """How the store notes the claim when it goes back to the orphans: 0 never sent, 1 may have been sent
+        (recovered), 2 sent and its record lost."""
+        return 2 if self.record_lost else int(self.recovered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +67,9 @@ def _claim(index: Any, raw: bytes, flag: Any) -> Claim:
         spec.tool,
         spec.arguments,
         spec.timeout_seconds,
-        recovered=int(flag) == 1,
+        recovered=int(flag) >= 1,
         cursor=spec.cursor,
+        record_lost=int(flag) == 2,
     )
 
 
@@ -101,7 +109,7 @@ class Claims:
             blobs.append(blob)
             if failed:
                 failed_ids.append(claim.id)
-        back = ",".join(f"{claim.index}:{int(claim.recovered)}" for claim in give_back)
+        back = ",".join(f"{claim.index}:{claim.flag}" for claim in give_back)
         args = [*batch_args(batch_id), job, self.live_ms, want, ",".join(heads), b"".join(blobs), back]
         told = "" if lanes is None else " ".join(map(str, lanes))
         args += [told, ",".join(str(claim.index) for claim in held), *failed_ids]

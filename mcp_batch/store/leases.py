@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -114,11 +115,13 @@ class Leases:
         finish (their batch halted before another worker took them over)."""
         await self._started([self.keys.batch(batch_id)], [job, worker])
 
-    async def release(self, batch_id: str, job: str) -> str:
-        """A shard job ran out of items: drop its lease. Claims it still holds were lost with their replies (Redis
-        stopped before answering); those go to a replacement job ('replaced': the caller queues it)."""
+    async def release(self, batch_id: str, job: str, ran: Mapping[int, int] | None = None) -> str:
+        """A shard job ran out of items: drop its lease. Claims it still holds go to a replacement job ('replaced':
+        the caller queues it): as never dispatched (their replies were lost: Redis stopped before answering), except
+        those in `ran` (index: Claim.flag), the claims it ran whose records a failover lost, which go on recovered.
+        `ran` need only name the calls that may not run twice (writes sent, claims recovered)."""
         new_job = shards.job_id(*_next_generation(job))
-        return await self.take_over(batch_id, job, new_job, mode="2")
+        return await self.take_over(batch_id, job, new_job, mode="2", ran=ran)
 
     async def take_over(
         self,
@@ -128,12 +131,14 @@ class Leases:
         force: bool = False,
         never_dispatched: list[int] | None = None,
         mode: str | None = None,
+        ran: Mapping[int, int] | None = None,
     ) -> str:
         """Hand a shard job's in-flight items to a replacement job (leased to `new_job`, which the caller queues).
 
         Without force, only when the job's lease has lapsed. Returns 'replaced' when the caller must queue
         `new_job`; 'gone', 'alive', 'queued', 'released' or 'done' when not."""
         clean = ",".join(str(i) for i in never_dispatched or [])
+        named = ",".join(f"{index}:{flag}" for index, flag in (ran or {}).items() if flag)
         mode = mode or ("1" if force else "0")
         queued = "0"
         if mode == "0":
@@ -143,7 +148,7 @@ class Leases:
         # lapse there and be taken over in turn; an entry the grant never followed is dropped below, or by the sweep
         # that finds no such lease.
         await self.index([new_job], "NX")
-        args = [*self._script_args(batch_id), job, new_job, self.lease_ms, mode, self.live_ms, clean, queued]
+        args = [*self._script_args(batch_id), job, new_job, self.lease_ms, mode, self.live_ms, clean, queued, named]
         raw_outcome, raw_ms = cast(list[Any], await self._take_over(self._script_keys(batch_id), args))
         outcome = str(raw_outcome.decode())
         if outcome != "replaced":

@@ -260,9 +260,12 @@ return out
 # job gets the lease (the caller then queues it). ARGV[6] is the mode: '0' a lapsed lease (only then; a job still
 # waiting in arq's queue, not in progress, only has its lease extended: the caller read that from the control plane,
 # ARGV[9] '1'), '1' a graceful hand-back, '2' a job that ran out of items: what it still holds are claims whose
-# replies were lost (Redis stopped before answering), never dispatched, and only then is a replacement made.
-# ARGV: 3 job, 4 new job, 5 lease ms, 6 mode, 7 ttl ms, 8 indexes surely never dispatched (comma-separated),
-# 9 queued ('1': waiting in arq's queue, not started).
+# replies were lost (Redis stopped before answering), never dispatched, except those it names in ARGV[10]: claims it
+# ran whose records are gone (a failover promoted a replica that the records had not reached, while the claims had:
+# they were on it before the calls were sent), which go on as recovered, never as fresh; only then is a replacement
+# made. ARGV: 3 job, 4 new job, 5 lease ms, 6 mode, 7 ttl ms, 8 indexes surely never dispatched (comma-separated),
+# 9 queued ('1': waiting in arq's queue, not started), 10 (mode '2') the claims the job ran that a replacement must
+# not send as never dispatched, `index:flag` comma-separated (flag 2: sent by this job; 1: recovered, flag kept).
 # Returns {outcome, ms}: outcome 'gone' (no such lease), 'alive' (ms: until it lapses), 'queued' (ms: the new lease),
 # 'released', 'done' (nothing to continue) or 'replaced'. The caller updates the control plane's index and arq's
 # queue after it (leases.py says in what order).
@@ -281,8 +284,9 @@ if ARGV[6] == '0' then
   end
 end
 redis.call('HDEL', KEYS[1], lease)
-local clean = {}
+local clean, ran = {}, {}
 for i in string.gmatch(ARGV[8], '%d+') do clean[i] = true end
+for i, flag in string.gmatch(ARGV[10] or '', '(%d+):(%d)') do ran[i] = flag end
 -- Claims the job held unsent as of its last round trip never reached a backend; its marks go with it.
 local mark = redis.call('HMGET', KEYS[1], 'held:' .. ARGV[3], 'busy:' .. ARGV[3])
 for i in string.gmatch(mark[1] or '', '%d+') do clean[i] = true end
@@ -294,8 +298,8 @@ for i = 1, #held, 2 do
   if held[i + 1] == ARGV[3] then
     redis.call('HDEL', KEYS[7], held[i])
     if redis.call('HEXISTS', KEYS[3], held[i]) == 0 then
-      local fresh = clean[held[i]] or ARGV[6] == '2'
-      redis.call('RPUSH', KEYS[8], held[i] .. ':' .. (fresh and '0' or '1'))
+      local fresh = clean[held[i]] or (ARGV[6] == '2' and not ran[held[i]])
+      redis.call('RPUSH', KEYS[8], held[i] .. ':' .. (fresh and '0' or ran[held[i]] or '1'))
       redis.call('PEXPIRE', KEYS[8], tonumber(ARGV[7]))
       moved = moved + 1
       -- It may have reached its backend: the item says so, and whose it was, if it never finishes.

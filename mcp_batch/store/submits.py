@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from mcp_batch.store.admission import (
 from mcp_batch.store.batch_row import LIMITS, BatchRow, dump_specs, load_metadata, new_row, stored_row
 from mcp_batch.store.connection import atomic
 from mcp_batch.store.intake import STAGE_OVER, Encoded, encode, stage
+from mcp_batch.store.placement import Placement
 from mcp_batch.tenants import DEFAULT_TENANT
 
 logger = logging.getLogger(__name__)
@@ -46,11 +46,6 @@ class Created:
 
     batch_id: str
     row: BatchRow
-
-
-def new_batch_id() -> str:
-    """A fresh, unguessable batch id."""
-    return uuid.uuid4().hex
 
 
 class Submits:
@@ -76,6 +71,12 @@ class Submits:
         self._control_admit = self.control.register_script(CONTROL_ADMIT)
         self._tenant_admit = redis.register_script(TENANT_ADMIT)
         self._batch_admit = redis.register_script(BATCH_ADMIT)
+        self._placement = Placement(redis)
+
+    def new_id(self) -> str:
+        """A fresh, unguessable id for a batch about to be created: on a cluster, one that spreads batches evenly
+        over its masters (placement.py)."""
+        return self._placement.new_id()
 
     async def create(
         self,
@@ -104,7 +105,7 @@ class Submits:
         after `retry_after` is raised): `max_unfinished_items`, the service's unfinished items, and
         `tenant_max_unfinished_items`, the tenant's (Backpressure); `max_stored_bytes`, the bytes of calls the
         tenant's living batches hold (StoredBytesCeiling; None: counted, not capped)."""
-        batch_id = batch_id or new_batch_id()
+        batch_id = batch_id or self.new_id()
         jobs = jobs or []
         keys = self.keys
         staged = len(request.calls) > STAGE_OVER  # written ahead: packing one huge step would hold the event loop

@@ -25,7 +25,7 @@ from mcp_batch.ops import tracing
 from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency, overview
 from mcp_batch.store.batch_row import BatchRow
-from mcp_batch.store.submits import Created, new_batch_id
+from mcp_batch.store.submits import Created
 from mcp_batch.tenants import ANYONE, Caller, authorize
 from service.application import estimating, questions
 from service.application.retry import Lineage, retry_request
@@ -82,7 +82,7 @@ async def _store_and_queue(
     if count > 1:  # a small batch is one shard whatever the workers: no round trip to count them
         live = await overview.live_workers(services.redis, services.keys, settings.ready_worker_seconds)
         count = shards.plan(*shape, live, settings.max_shards, settings.shard_min_items)
-    batch_id = new_batch_id()
+    batch_id = store.submits.new_id()
     jobs = [shards.job_id(batch_id, shard) for shard in range(count)]
     created = await store.submits.create(
         request,

@@ -16,7 +16,7 @@ from mcp_batch.contract.item_cursors import CursorKey, Position
 from mcp_batch.keys import Keys
 from mcp_batch.models import BatchRequest, Call
 from mcp_batch.store import Store
-from mcp_batch.store.submits import new_batch_id
+from mcp_batch.store.placement import new_batch_id
 from service.application.retry import retry_request
 from tests.mcp_batch.store.stored import advance
 from tests.support import (

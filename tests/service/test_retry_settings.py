@@ -19,7 +19,7 @@ from mcp_batch.models import BatchRequest
 from mcp_batch.retry_request import SETTINGS, RetryRequest
 from mcp_batch.settings import Settings
 from mcp_batch.store import Store
-from mcp_batch.store.submits import new_batch_id
+from mcp_batch.store.placement import new_batch_id
 from service.application.retry import retry_request
 from tests.mcp_batch.store.stored import advance
 from tests.support import finished, run_batch, running_service

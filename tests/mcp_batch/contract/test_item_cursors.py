@@ -6,7 +6,7 @@ import pytest
 
 from mcp_batch.contract.item_cursors import CursorKey, Position, cursor_length
 from mcp_batch.errors import InvalidCursor
-from mcp_batch.store.submits import new_batch_id
+from mcp_batch.store.placement import new_batch_id
 
 KEY = CursorKey(b"a configured secret")
 

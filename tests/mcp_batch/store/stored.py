@@ -12,7 +12,7 @@ from mcp_batch.keys import Keys
 from mcp_batch.models import BatchDocument, BatchRequest, ItemResult
 from mcp_batch.store import Store
 from mcp_batch.store.claims import Claim
-from mcp_batch.store.submits import new_batch_id
+from mcp_batch.store.placement import new_batch_id
 
 
 def batch(n: int, **options: object) -> BatchRequest:

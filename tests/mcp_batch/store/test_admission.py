@@ -11,7 +11,8 @@ import redis.asyncio as aioredis
 from mcp_batch.errors import Backpressure, StoredBytesCeiling
 from mcp_batch.keys import Keys
 from mcp_batch.store import Store
-from mcp_batch.store.submits import Submits, new_batch_id
+from mcp_batch.store.placement import new_batch_id
+from mcp_batch.store.submits import Submits
 from tests.mcp_batch.store.stored import batch
 from tests.redis_server import RedisServer
 from tests.support import eventually

@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 from mcp_batch.errors import BatchNotEnded, BatchNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.store import Store
-from mcp_batch.store.submits import new_batch_id
+from mcp_batch.store.placement import new_batch_id
 from tests.mcp_batch.store.stored import batch, create
 
 KEYS = Keys()

@@ -13,7 +13,7 @@ from mcp_batch.models import BatchRequest
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import load_spec
 from mcp_batch.store.intake import STAGE_OVER
-from mcp_batch.store.submits import new_batch_id
+from mcp_batch.store.placement import new_batch_id
 
 COUNT = STAGE_OVER + 2_345  # staged, in several steps and a last short chunk
 

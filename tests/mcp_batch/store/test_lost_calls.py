@@ -74,3 +74,33 @@ async def test_a_call_handed_back_before_it_was_sent_says_nothing_of_having_run(
     assert await store.leases.take_over(batch_id, job, new_job, force=True, never_dispatched=held) == "replaced"
     assert (await store.leases.cancel(batch_id)).outcome == "ended"
     assert [said(item) for item in (await read_document(store, batch_id)).results] == [("cancelled", None, None, None)]
+
+
+async def test_a_claim_a_job_ran_and_still_holds_at_its_release_goes_on_recovered_not_as_never_sent(
+    redis: aioredis.Redis,
+) -> None:
+    # The job's records of items 0 and 1 are gone (a failover promoted a replica they had not reached); it names the
+    # write it sent (flag 2) and a claim it had taken over (flag 1), not item 2, whose claim reply it never saw.
+    store = Store(redis, Keys(), 3600)
+    batch_id, job, held = await claimed_by_a_worker(store, 4, 3)
+    assert await store.leases.release(batch_id, job, {0: 2, 1: 1}) == "replaced"
+    new_job = shards.job_id(batch_id, 0, 1)
+    claims = (await store.claims.step(batch_id, new_job, [], 4)).claims
+    assert held == [0, 1, 2] and [(c.index, c.recovered, c.record_lost) for c in claims[:3]] == [
+        (0, True, True),
+        (1, True, False),
+        (2, False, False),
+    ]
+    assert claims[3].index == 3 and not claims[3].recovered
+    assert (await store.reads.row(batch_id)).lost == {0: WORKER, 1: WORKER}  # may have run, and whose they were
+
+
+async def test_a_claim_given_back_keeps_its_lost_record(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, job, _ = await claimed_by_a_worker(store, 1, 1)
+    await store.leases.release(batch_id, job, {0: 2})
+    new_job = shards.job_id(batch_id, 0, 1)
+    (claim,) = (await store.claims.step(batch_id, new_job, [], 1)).claims
+    await store.claims.step(batch_id, new_job, [], 0, give_back=[claim])
+    (again,) = (await store.claims.step(batch_id, new_job, [], 1)).claims
+    assert (again.index, again.recovered, again.record_lost) == (0, True, True)

@@ -15,8 +15,8 @@ from mcp_batch.keys import Keys
 from mcp_batch.models import BatchRequest, ItemStatus
 from mcp_batch.records import error_info, record
 from mcp_batch.store import Store
+from mcp_batch.store.placement import new_batch_id
 from mcp_batch.store.reads import spans
-from mcp_batch.store.submits import new_batch_id
 from tests.mcp_batch.store.stored import advance, read_document
 
 

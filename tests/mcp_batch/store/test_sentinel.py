@@ -16,18 +16,17 @@ import httpx
 import pytest
 
 from mcp_batch.errors import ConfigError
-from mcp_batch.models import TERMINAL_BATCH, TERMINAL_ITEM
+from mcp_batch.models import TERMINAL_ITEM
 from mcp_batch.settings import Settings
 from mcp_batch.store import sentinel
 from mcp_batch.store.sentinel import SentinelUrl
 from tests.redis_server import ENGINES, Engine
-from tests.sentinel_set import SentinelSet
+from tests.sentinel_set import SentinelSet, ended_through_the_failover
 from tests.support import (
     HttpBackendProcess,
     all_results,
     call_backend,
     counted_servers,  # noqa: F401 - the `servers` fixture of this module
-    eventually,
     running_api,
     running_worker,
     submit,
@@ -83,20 +82,6 @@ class Answers:
     def unavailable_window(self) -> float:
         bad = [at for at, code in self.seen if code != 200]
         return bad[-1] - bad[0] if bad else 0.0
-
-
-async def ended_through_the_failover(http: httpx.AsyncClient, batch_id: str) -> dict[str, Any]:
-    """The batch's document once it is terminal; a 503 (no primary known yet) is waited out like a running batch."""
-
-    async def terminal() -> dict[str, Any] | None:
-        response = await http.get(f"/v1/batches/{batch_id}", params={"wait": 10})
-        if response.status_code == 503:
-            return None
-        assert response.status_code == 200, response.text
-        document: dict[str, Any] = response.json()
-        return document if document["status"] in TERMINAL_BATCH else None
-
-    return await eventually(terminal, what=f"batch {batch_id} ended", timeout=90, interval=0.05)
 
 
 @pytest.mark.slow
