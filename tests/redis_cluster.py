@@ -100,6 +100,26 @@ class ClusterServers:
         if created.returncode != 0:
             raise RuntimeError("cluster create failed:\n" + created.stdout.decode(errors="replace")[-2000:])
         self.until_ok()
+        if self.replicas:
+            self.until_replicated()
+
+    def until_replicated(self, timeout: float = 30) -> None:
+        """Until every master streams to its replicas: a replica not yet synced cannot be promoted (its data is too
+        old for the cluster), and a master without one has nothing for WAIT to count."""
+
+        def synced() -> bool:
+            for node in self.live():
+                with node.client() as client:
+                    info = client.info("replication")
+                if info["role"] == "master" and int(info.get("connected_slaves", 0)) < self.replicas:
+                    return False
+                if info["role"] != "master" and (
+                    info.get("master_link_status") != "up" or int(info.get("master_sync_in_progress", 0))
+                ):
+                    return False
+            return True
+
+        eventually_blocking(synced, what="every replica synced with its master", timeout=timeout)
 
     def until_ok(self, timeout: float = 30) -> None:
         """Until every live node says the cluster is ok: every slot served by a live master."""

@@ -13,7 +13,8 @@ from mcp_batch.errors import InvalidBatch, Problem
 from mcp_batch.store.tenant_index import Filters
 
 TIME_FORMAT = "an RFC 3339 date-time with its offset (2026-12-01T08:00:00Z) or seconds since the epoch (1796112000)"
-_EPOCH = re.compile(r"\d{1,11}(\.\d{1,6})?")  # up to the year 5138: a float of seconds keeps its µs
+EPOCH_PATTERN = r"\d{1,11}(\.\d{1,6})?"  # up to the year 5138: a float of seconds keeps its µs
+_EPOCH = re.compile(EPOCH_PATTERN)
 _RFC_3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):(\d\d))")
 
 

@@ -137,7 +137,16 @@ async def validate_batch(request: BatchRequest, services: ServicesDep, caller: C
 
 
 _TIME = f"Only batches created {{}} this time (exclusive): {list_filters.TIME_FORMAT}."
-_DATE_TIME: dict[str, Any] = {"json_schema_extra": {"format": "date-time"}}  # or epoch seconds, as it says
+# What the document says such a parameter takes: either form list_filters reads
+_DATE_TIME: dict[str, Any] = {
+    "json_schema_extra": {
+        "anyOf": [
+            {"type": "string", "format": "date-time", "maxLength": 64},
+            {"type": "string", "pattern": f"^{list_filters.EPOCH_PATTERN}$"},
+            {"type": "null"},
+        ]
+    }
+}
 
 
 @router.get(
