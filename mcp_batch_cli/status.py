@@ -107,7 +107,7 @@ async def gather(settings: Settings, source: str = "MCP_BATCH_REDIS_URL") -> Sta
         return Status(where, type(exc).__name__, servers_error, None, settings.ready_worker_seconds, source)
     finally:
         await connection.close_data(data, redis)
-        await redis.aclose()
+        await connection.close(redis)
     return Status(where, None, servers_error, state, settings.ready_worker_seconds, source, persistence)
 
 

@@ -24,7 +24,7 @@ from mcp_batch.ops.prometheus import ApiMetrics
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
-from mcp_batch.store.connection import close_data, control_pool, data_client
+from mcp_batch.store.connection import close, close_data, control_pool, data_client
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.tenants import load_keys
 from service.application.services import Services
@@ -82,7 +82,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
         finally:
             await done.stop()
             await close_data(data, redis)
-            await redis.aclose()
+            await close(redis)
             tracing.flush()
 
     app = FastAPIOffline(

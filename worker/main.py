@@ -36,6 +36,7 @@ from mcp_batch.store.connection import check_control, close_data, control_settin
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.store.outage import redis_retried
 from mcp_batch.store.queue import JOB_FUNCTION, Heartbeat, JobPick, queue_name, wake_channel
+from mcp_batch.store.sentinel import close_sentinels
 from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
@@ -265,7 +266,10 @@ class Worker(ArqWorker):
             job.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)
         self.tasks.clear()
+        pool = self._pool
         await super().close()
+        if pool is not None:  # arq's pool on a Sentinel URL: arq closes its primary's connections only
+            await close_sentinels(pool)
 
 
 def arq_options(settings: Settings) -> dict[str, Any]:

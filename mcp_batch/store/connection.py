@@ -23,7 +23,7 @@ from mcp_batch.errors import ConfigError
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from mcp_batch.store.sentinel import SCHEME as SENTINEL_SCHEME
-from mcp_batch.store.sentinel import arq_settings, client
+from mcp_batch.store.sentinel import arq_settings, client, close_sentinels
 
 CLUSTER_SCHEME = "redis+cluster"
 CONTROL_SETTING = "MCP_BATCH_REDIS_URL"
@@ -127,7 +127,7 @@ async def control_pool(settings: Settings) -> ArqRedis:
     try:
         await check_control(pool)
     except BaseException:
-        await pool.aclose()
+        await close(pool)
         raise
     return pool
 
@@ -139,10 +139,16 @@ async def data_client(settings: Settings, control: Redis) -> Redis:
     return await connect(settings.data_redis_url, settings)
 
 
+async def close(redis: Redis) -> None:
+    """Close a client, and a Sentinel-managed one's connections to the sentinels."""
+    await redis.aclose()
+    await close_sentinels(redis)
+
+
 async def close_data(data: Redis, control: Redis) -> None:
     """Close the data plane's client, when it is not the control plane's."""
     if data is not control:
-        await data.aclose()
+        await close(data)
 
 
 def is_cluster(redis: Redis) -> bool:
@@ -159,6 +165,7 @@ __all__ = [
     "BUILDERS",
     "atomic",
     "check_control",
+    "close",
     "close_data",
     "connect",
     "control_pool",

@@ -97,3 +97,11 @@ def client(url: str, setting: str = "MCP_BATCH_REDIS_URL", **options: Any) -> Re
         found.service, db=found.db, username=found.username, password=found.password, **options
     )
     return primary
+
+
+async def close_sentinels(client: Redis) -> None:
+    """Close the connections a Sentinel-managed client (ours, or arq's pool) keeps to the sentinels: closing the
+    client closes those to the primary only."""
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    for sentinel in getattr(manager, "sentinels", ()):
+        await sentinel.aclose()
