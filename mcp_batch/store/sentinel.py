@@ -102,6 +102,6 @@ def client(url: str, setting: str = "MCP_BATCH_REDIS_URL", **options: Any) -> Re
 async def close_sentinels(client: Redis) -> None:
     """Close the connections a Sentinel-managed client (ours, or arq's pool) keeps to the sentinels: closing the
     client closes those to the primary only."""
-    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)  # a cluster has no pool
     for sentinel in getattr(manager, "sentinels", ()):
         await sentinel.aclose()
