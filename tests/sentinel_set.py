@@ -103,6 +103,18 @@ class SentinelSet:
                 await client.aclose()
         return True
 
+    async def primary_ports(self) -> set[int]:
+        """The ports of the nodes the sentinels call the primary now, each sentinel's word (one port: they agree)."""
+        ports = set()
+        for sentinel in self.sentinels:
+            client = aioredis.Redis(port=sentinel.port, decode_responses=True)
+            try:
+                _, port = await client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)  # type: ignore[no-untyped-call]
+            finally:
+                await client.aclose()
+            ports.add(int(port))
+        return ports
+
     async def primary_port(self) -> int:
         """The port of the node the sentinels call the primary now."""
         client = aioredis.Redis(port=self.sentinels[0].port, decode_responses=True)
