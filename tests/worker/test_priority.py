@@ -78,12 +78,11 @@ async def test_a_high_batch_finishes_within_half_again_its_time_alone_beside_a_l
     assert document["ok"] is True
     low = await submit(client, stamps("limited", 5_000), priority="low")
     await until_succeeded(client, low["id"], 20)  # running at the full rate
-    before = await succeeded(client, low["id"])
     beside, document = await _timed(client, stamps("limited", 20), priority="high", max_concurrency=20)
-    after = await succeeded(client, low["id"])
     assert document["ok"] is True
     assert beside <= 1.5 * alone, (beside, alone)
-    assert after > before  # the low batch kept making progress meanwhile
+    # The low batch's progress meanwhile is its minimum share (a tenth): two calls in expectation beside 20, too few
+    # to assert here; the next test runs the high batch long enough for the share to show.
     assert (await client.post(f"/v1/batches/{low['id']}/cancel")).status_code == 200
     await finished(client, low["id"])
 
