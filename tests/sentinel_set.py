@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.ops import replication
 from mcp_batch_cli.dev import free_port
-from tests.redis_server import Engine, RedisServer, binaries
+from tests.redis_server import ENGINES, Engine, RedisServer, binaries
 from tests.support import eventually
 
 SERVICE = "mcpbatch"
@@ -163,3 +165,13 @@ async def ended_through_the_failover(http: httpx.AsyncClient, batch_id: str) -> 
         return document if document["status"] in TERMINAL_BATCH else None
 
     return await eventually(terminal, what=f"batch {batch_id} ended", timeout=90, interval=0.05)
+
+
+@pytest.fixture(name="sentinels", params=ENGINES)
+async def started_sentinels(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SentinelSet]:
+    """A started SentinelSet on each engine, stopped after the test."""
+    engine: Engine = request.param
+    found = SentinelSet(tmp_path / engine, engine)
+    await found.start()
+    yield found
+    await found.stop()

@@ -11,7 +11,6 @@ each write was sent.
 from __future__ import annotations
 
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ import redis.asyncio as aioredis
 
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
-from tests.redis_server import ENGINES, Engine, RedisServer
-from tests.sentinel_set import SentinelSet, ended_through_the_failover
+from tests.redis_server import RedisServer
+from tests.sentinel_set import SentinelSet, ended_through_the_failover, started_sentinels  # noqa: F401 - the `sentinels` fixture
 from tests.support import (
     HttpBackendProcess,
     all_results,
@@ -39,15 +38,6 @@ from tests.support import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 LOST, KEPT = ["a0", "a1", "a2"], "b"  # writes whose records the failover loses; one whose call spans it
-
-
-@pytest.fixture(params=ENGINES)
-async def sentinels(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SentinelSet]:
-    engine: Engine = request.param
-    found = SentinelSet(tmp_path / engine, engine)
-    await found.start()
-    yield found
-    await found.stop()
 
 
 def held_writes(keys: list[str]) -> list[dict[str, Any]]:

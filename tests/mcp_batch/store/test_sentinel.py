@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,8 +18,7 @@ from mcp_batch.models import TERMINAL_ITEM
 from mcp_batch.settings import Settings
 from mcp_batch.store import sentinel
 from mcp_batch.store.sentinel import SentinelUrl
-from tests.redis_server import ENGINES, Engine
-from tests.sentinel_set import SentinelSet, ended_through_the_failover
+from tests.sentinel_set import SentinelSet, ended_through_the_failover, started_sentinels  # noqa: F401 - the `sentinels` fixture
 from tests.support import (
     HttpBackendProcess,
     all_results,
@@ -53,15 +50,6 @@ def test_arq_follows_the_sentinels() -> None:
     found = sentinel.arq_settings("redis+sentinel://:pw@h:1,g:2/svc/4")
     assert (found.sentinel, found.host, found.sentinel_master, found.database) == (True, [("h", 1), ("g", 2)], "svc", 4)
     assert found.password == "pw" and not sentinel.arq_settings("redis://h:6379/0").sentinel
-
-
-@pytest.fixture(params=ENGINES)
-async def sentinels(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SentinelSet]:
-    engine: Engine = request.param
-    found = SentinelSet(tmp_path / engine, engine)
-    await found.start()
-    yield found
-    await found.stop()
 
 
 class Answers:
