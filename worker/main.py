@@ -32,7 +32,7 @@ from mcp_batch.ops.slot_wait import SlotWait
 from mcp_batch.settings import Settings, get_settings
 from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
-from mcp_batch.store.connection import check_control, close_data, control_settings, data_client
+from mcp_batch.store.connection import check_control, close_data, control_pool, control_settings, data_client
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.store.outage import redis_retried
 from mcp_batch.store.queue import JOB_FUNCTION, Heartbeat, JobPick, queue_name, wake_channel
@@ -162,12 +162,20 @@ class Worker(ArqWorker):
 
     def __init__(self, *args: Any, wake_channel: str, idle_poll_seconds: float, **kwargs: Any) -> None:
         super().__init__(*args, poll_delay=0, **kwargs)
+        self._settings: Settings = kwargs.get("ctx", {}).get("settings") or get_settings()
         self._wake_channel = wake_channel
         self._idle_poll = idle_poll_seconds
         self._listener: Listener | None = None
         self._watch = ExitStack()
         self._draining: asyncio.Future[None] | None = None
         self._pick: JobPick | None = None
+
+    # arq internal (0.28): arq opens its pool in main() when given none; ours is opened as the API's is (a Sentinel
+    # URL's failed attempts closed, sentinels included).
+    async def main(self) -> None:
+        if self._pool is None:
+            self._pool = await control_pool(self._settings)
+        await super().main()
 
     # arq internal (0.28): arq starts every job it picks, each after four round trips (WATCH, EXISTS, ZSCORE, MULTI);
     # shards of one batch belong on different workers, and a job's pick is one script here (store/queue.py's

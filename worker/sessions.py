@@ -58,8 +58,9 @@ class BackendSession:
         # Read by whoever is waiting; one that gave up (a timeout, a cancel) must not leave it unretrieved.
         ready.add_done_callback(lambda done: done.cancelled() or done.exception())
         self._owner = asyncio.create_task(self._own(ready), name=f"mcp-session:{self.name}")
-        try:
-            await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
+        try:  # asyncio.timeout, not wait_for: on 3.11 wait_for loses a cancel that comes as `ready` resolves
+            async with asyncio.timeout(self.connect_timeout):
+                await asyncio.shield(ready)
         except TimeoutError:
             await self.close(wait=0.0)  # still starting: stop it now (a stdio process is reaped by its owner)
             raise BackendError(f"the session did not open within {self.connect_timeout:g}s") from None

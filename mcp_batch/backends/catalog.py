@@ -43,7 +43,8 @@ class Catalog:
             async with connect(backend, self._timeout) as client:
                 return await list_tools(client)
 
-        tools = await asyncio.wait_for(ask(), self._timeout)
+        async with asyncio.timeout(self._timeout):  # not wait_for, which on 3.11 can lose a cancel
+            tools = await ask()
         await self.put(server, tools)
         return tools
 

@@ -34,8 +34,9 @@ class SlotWait:
         node = self.data.get_node_from_key(probe)
         client = self._nodes.get(node.name)
         if client is None:
-            auth = self.data.get_connection_kwargs()
-            client = Redis(host=node.host, port=node.port, username=auth.get("username"), password=auth.get("password"))
+            given = self.data.get_connection_kwargs()  # the cluster client's credentials and connect timeout
+            options = {k: given.get(k) for k in ("username", "password", "socket_connect_timeout")}
+            client = Redis(host=node.host, port=node.port, **options)
             self._nodes[node.name] = client
         await self.guard(client, probe)
 

@@ -10,6 +10,8 @@ naming the setting.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
@@ -18,16 +20,23 @@ from arq import ArqRedis, create_pool
 from arq.connections import RedisSettings
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.exceptions import RedisError
 
 from mcp_batch.errors import ConfigError
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from mcp_batch.store.sentinel import SCHEME as SENTINEL_SCHEME
-from mcp_batch.store.sentinel import arq_settings, client, close_sentinels
+from mcp_batch.store.sentinel import arq_settings, client, close_sentinels, is_sentinel_url
+
+logger = logging.getLogger(__name__)
 
 CLUSTER_SCHEME = "redis+cluster"
 CONTROL_SETTING = "MCP_BATCH_REDIS_URL"
 DATA_SETTING = "MCP_BATCH_DATA_REDIS_URL"
+
+# A node that is gone (its host down, its packets dropped) costs this long to find out, not the OS's TCP timeout.
+CONNECT_TIMEOUT = 5.0
+_CONTROL_TRIES, _CONTROL_RETRY_DELAY = 6, 1.0  # as arq's own create_pool: five retries a second apart
 
 Builder = Callable[[str, Settings, str], Awaitable[Redis]]  # (url, settings, the setting's name) -> a client
 
@@ -65,6 +74,7 @@ def _nodes(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
 
 async def _cluster(url: str, settings: Settings, setting: str) -> Redis:
     nodes, options = _nodes(url)
+    options["socket_connect_timeout"] = CONNECT_TIMEOUT
     probe: Redis = Redis(host=nodes[0][0], port=nodes[0][1], **options)
     try:
         enabled = await _cluster_enabled(probe)
@@ -122,14 +132,40 @@ async def check_control(pool: Redis) -> None:
 
 
 async def control_pool(settings: Settings) -> ArqRedis:
-    """The control plane: arq's pool over MCP_BATCH_REDIS_URL, checked to be no cluster."""
-    pool = await create_pool(control_settings(settings), default_queue_name=Keys(settings.key_prefix).queue)
+    """The control plane: arq's pool over MCP_BATCH_REDIS_URL, checked to be no cluster (tried again a few times
+    while its Redis does not answer, as arq does)."""
+    queue = Keys(settings.key_prefix).queue
+    if not is_sentinel_url(settings.redis_url):
+        pool = await create_pool(control_settings(settings), default_queue_name=queue)
+    else:
+        pool = await _sentinel_pool(settings, queue)
     try:
         await check_control(pool)
     except BaseException:
         await close(pool)
         raise
     return pool
+
+
+async def _sentinel_pool(settings: Settings, queue: str) -> ArqRedis:
+    # Built here, not by arq's create_pool: that drops a failed attempt's pool unclosed, and on a Sentinel URL its
+    # connections to the sentinels stay open (a worker started mid-failover would leak them on every retry).
+    control_settings(settings)  # the URL's checks
+    for attempt in range(1, _CONTROL_TRIES + 1):
+        options = {"socket_connect_timeout": CONNECT_TIMEOUT, "redis_class": ArqRedis}
+        pool = cast(ArqRedis, client(settings.redis_url, CONTROL_SETTING, **options))
+        pool.job_serializer = pool.job_deserializer = None
+        pool.default_queue_name = queue
+        try:
+            await pool.ping()
+            return pool
+        except (RedisError, OSError, TimeoutError) as exc:
+            await close(pool)
+            if attempt == _CONTROL_TRIES:
+                raise
+            logger.warning("the control plane's Redis did not answer (%s); trying again", type(exc).__name__)
+        await asyncio.sleep(_CONTROL_RETRY_DELAY)
+    raise AssertionError("unreachable")
 
 
 async def data_client(settings: Settings, control: Redis) -> Redis:

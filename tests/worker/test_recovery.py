@@ -164,8 +164,15 @@ async def test_a_taken_over_call_cut_by_a_cancel_before_it_was_sent_again_says_i
             return held == [shards.job_id(batch_id, 0, 1).encode()]
 
         await eventually(recovered, what="the survivor to claim the call again")
-        await api.post(f"/v1/batches/{batch_id}/cancel")
-        document = await finished(api, batch_id, timeout=30)
+        cancel = await api.post(f"/v1/batches/{batch_id}/cancel")
+        assert cancel.status_code == 200, cancel.text
+        try:
+            document = await finished(api, batch_id, timeout=30)
+        except (TimeoutError, AssertionError):  # say where the call stood, and what the survivor's job held
+            held = await redis.hgetall(Keys().inflight(batch_id))
+            raise AssertionError(
+                f"not ended: {(await api.get(f'/v1/batches/{batch_id}')).json()}; held {held}"
+            ) from None
     item = document["results"][0]
     assert (item["status"], item["recovered"], item["error"]["code"]) == ("cancelled", True, "cancelled"), item
     assert "it may have run" in item["error"]["message"]

@@ -12,13 +12,16 @@ from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.sentinel import MasterNotFoundError
 
 from mcp_batch.errors import ConfigError
+from mcp_batch.keys import Keys
 from mcp_batch.models import TERMINAL_ITEM
 from mcp_batch.settings import Settings
-from mcp_batch.store import sentinel
+from mcp_batch.store import connection, sentinel
 from mcp_batch.store.sentinel import SentinelUrl
-from tests.sentinel_set import SentinelSet, ended_through_the_failover, started_sentinels  # noqa: F401 - the `sentinels` fixture
+from tests.sentinel_set import SERVICE, SentinelSet, ended_through_the_failover, started_sentinels  # noqa: F401 - the `sentinels` fixture
 from tests.support import (
     HttpBackendProcess,
     all_results,
@@ -108,3 +111,36 @@ async def test_a_sentinel_failover_mid_batch_repeats_no_write(
         f"completed {time.monotonic() - killed:.1f} s after the kill; others: "
         f"{sorted({(i['status'], (i['error'] or {}).get('code')) for i in items if i['status'] != 'ok'})}"
     )
+
+
+async def _our_sentinel_links(sentinels: SentinelSet) -> int:
+    """Connections the sentinels hold from clients, not from each other (theirs are named `sentinel-...`), less the
+    one each count is read over."""
+    found = 0
+    for process in sentinels.sentinels:
+        probe = aioredis.Redis(port=process.port, decode_responses=True)
+        try:
+            listed = await probe.client_list()
+        finally:
+            await probe.aclose()
+        found += sum(not entry.get("name") for entry in listed) - 1
+    return found
+
+
+@pytest.mark.parametrize("sentinels", ["redis"], indirect=True)
+async def test_the_control_pool_closes_each_failed_attempts_sentinel_links(
+    sentinels: SentinelSet, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connection, "_CONTROL_TRIES", 3)
+    monkeypatch.setattr(connection, "_CONTROL_RETRY_DELAY", 0.0)
+    before = await _our_sentinel_links(sentinels)
+    unknown = settings.model_copy(update={"redis_url": sentinels.url.replace(f"/{SERVICE}/", "/not-monitored/")})
+    with pytest.raises(MasterNotFoundError):
+        await connection.control_pool(unknown)
+    assert await _our_sentinel_links(sentinels) == before
+    pool = await connection.control_pool(settings.model_copy(update={"redis_url": sentinels.url}))
+    try:
+        assert await pool.ping() and pool.default_queue_name == Keys(settings.key_prefix).queue
+    finally:
+        await connection.close(pool)
+    assert await _our_sentinel_links(sentinels) == before
