@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import urllib.parse
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -23,8 +27,10 @@ import redis.asyncio as aioredis
 from mcp_batch.settings import Settings
 from tests.redis_server import RedisServer
 from tests.support import (
+    FORKS_ENV,
     HttpBackendProcess,
     ServiceHandle,
+    eventually_blocking,
     ready,
     running_service,
     spawn_http_backend,
@@ -81,6 +87,28 @@ async def own_redis(tmp_path: Path) -> AsyncIterator[RedisServer]:
     await server.start()
     yield server
     await server.stop(signal.SIGKILL)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def backend_forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """This test worker's fork server for the tests' backend (tests/backend_forks.py): each backend a test starts
+    is forked from a process that imported the MCP SDK once, not started cold."""
+    path = str(Path(tempfile.mkdtemp(prefix="mcpb-forks-")) / "socket")  # a Unix socket path: at most 107 bytes
+    server = subprocess.Popen([sys.executable, "-m", "tests.backend_forks", path], stdin=subprocess.PIPE)
+
+    def listening() -> bool:
+        if server.poll() is not None:
+            raise RuntimeError(f"the backends' fork server exited with {server.returncode}")
+        return os.path.exists(path)
+
+    eventually_blocking(listening, what="the backends' fork server", timeout=60)
+    os.environ[FORKS_ENV] = path
+    yield
+    del os.environ[FORKS_ENV]
+    assert server.stdin is not None
+    server.stdin.close()  # it kills what it still runs, and ends
+    server.wait(30)
+    shutil.rmtree(Path(path).parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -126,9 +126,22 @@ async def run_command(
     return process.returncode, out.decode(), err.decode()
 
 
-def stdio_demo(**extra: Any) -> dict[str, Any]:
-    """A servers-file entry running the demo backend over stdio with this interpreter."""
-    return {"command": sys.executable, "args": ["-m", "tests.fault_backend"], **extra}
+FORKS_ENV = "MCP_BATCH_TEST_BACKEND_FORKS"  # the test worker's fork server's socket (tests/backend_forks.py)
+
+
+def backend_command(*args: str) -> list[str]:
+    """The command line of the tests' backend with `args`: forked by this test worker's fork server where one runs
+    (the conftest starts it), else a process of its own."""
+    forks = os.environ.get(FORKS_ENV)
+    if forks:
+        return [sys.executable, "-m", "tests.forked_backend", forks, *args]
+    return [sys.executable, "-m", "tests.fault_backend", *args]
+
+
+def stdio_demo(*args: str, **extra: Any) -> dict[str, Any]:
+    """A servers-file entry running the demo backend over stdio (with `args`: its test-only options)."""
+    command, *argv = backend_command(*args)
+    return {"command": command, "args": argv, **extra}
 
 
 @dataclass
@@ -152,7 +165,7 @@ def spawn_http_backend(extra_args: Sequence[str] = (), env: dict[str, str] | Non
     """Start the demo backend over HTTP (with `extra_args`, e.g. `--require-token`, and `env` added to this process's
     environment, e.g. OTEL_* variables) without waiting for it: `ready` waits."""
     port = free_port()
-    cmd = [sys.executable, "-m", "tests.fault_backend", "--transport", "http", "--port", str(port), *extra_args]
+    cmd = backend_command("--transport", "http", "--port", str(port), *extra_args)
     environ = {**os.environ, **(env or {})}
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
     return HttpBackendProcess(process, port)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture
 def servers(servers: dict[str, Any], request: pytest.FixtureRequest) -> dict[str, Any]:
-    servers["noisy"] = stdio_demo(args=["-m", "tests.fault_backend", "--garbage-stdout"])
+    servers["noisy"] = stdio_demo("--garbage-stdout")
     if "fresh_backend" in request.fixturenames:  # an HTTP backend of the test's own, only where one is used
         url = request.getfixturevalue("fresh_backend").url
         servers["flaky"] = {"url": url}
