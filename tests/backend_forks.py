@@ -130,11 +130,7 @@ class ForkServer:
                 conn.close()
 
     def _hung_up(self, conn: socket.socket, pid: int) -> None:
-        try:
-            if conn.recv(64):
-                return  # a launcher says nothing after its header: ignore it
-        except OSError:
-            pass
+        # A launcher says nothing after its header: its connection turns readable only when it closes.
         self.selector.unregister(conn)
         with contextlib.suppress(ProcessLookupError):  # its launcher died: so does its backend (reaped on SIGCHLD)
             os.kill(pid, signal.SIGKILL)

@@ -90,7 +90,7 @@ async def own_redis(tmp_path: Path) -> AsyncIterator[RedisServer]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def backend_forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def backend_forks() -> Iterator[None]:
     """This test worker's fork server for the tests' backend (tests/backend_forks.py): each backend a test starts
     is forked from a process that imported the MCP SDK once, not started cold."""
     path = str(Path(tempfile.mkdtemp(prefix="mcpb-forks-")) / "socket")  # a Unix socket path: at most 107 bytes

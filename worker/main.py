@@ -162,7 +162,6 @@ class Worker(ArqWorker):
 
     def __init__(self, *args: Any, wake_channel: str, idle_poll_seconds: float, **kwargs: Any) -> None:
         super().__init__(*args, poll_delay=0, **kwargs)
-        self._settings: Settings = kwargs.get("ctx", {}).get("settings") or get_settings()
         self._wake_channel = wake_channel
         self._idle_poll = idle_poll_seconds
         self._listener: Listener | None = None
@@ -174,7 +173,7 @@ class Worker(ArqWorker):
     # URL's failed attempts closed, sentinels included).
     async def main(self) -> None:
         if self._pool is None:
-            self._pool = await control_pool(self._settings)
+            self._pool = await control_pool(self.ctx.get("settings") or get_settings())
         await super().main()
 
     # arq internal (0.28): arq starts every job it picks, each after four round trips (WATCH, EXISTS, ZSCORE, MULTI);

@@ -151,7 +151,8 @@ async def _sentinel_pool(settings: Settings, queue: str) -> ArqRedis:
     # Built here, not by arq's create_pool: that drops a failed attempt's pool unclosed, and on a Sentinel URL its
     # connections to the sentinels stay open (a worker started mid-failover would leak them on every retry).
     control_settings(settings)  # the URL's checks
-    for attempt in range(1, _CONTROL_TRIES + 1):
+    attempt = 1
+    while True:
         options = {"socket_connect_timeout": CONNECT_TIMEOUT, "redis_class": ArqRedis}
         pool = cast(ArqRedis, client(settings.redis_url, CONTROL_SETTING, **options))
         pool.job_serializer = pool.job_deserializer = None
@@ -164,8 +165,8 @@ async def _sentinel_pool(settings: Settings, queue: str) -> ArqRedis:
             if attempt == _CONTROL_TRIES:
                 raise
             logger.warning("the control plane's Redis did not answer (%s); trying again", type(exc).__name__)
+        attempt += 1
         await asyncio.sleep(_CONTROL_RETRY_DELAY)
-    raise AssertionError("unreachable")
 
 
 async def data_client(settings: Settings, control: Redis) -> Redis:
