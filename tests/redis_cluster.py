@@ -6,34 +6,16 @@ while each test runs in its own loop."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from pathlib import Path
 
 import redis
 
-from mcp_batch_cli.dev import free_port
+from tests.ports import cluster_port
 from tests.redis_server import Engine, binaries
 from tests.support import eventually_blocking
 
 NODE_TIMEOUT_MS = 1_000  # how long a master may be silent before its replica is promoted: short, so tests are too
-
-
-def cluster_port() -> int:
-    """A free port whose cluster bus port (10,000 higher) is free too: a node listens on both."""
-    while True:
-        port = free_port()
-        if port <= 55_535 and _free(port + 10_000):
-            return port
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 class Node:

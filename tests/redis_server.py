@@ -21,7 +21,7 @@ from typing import Literal
 
 import pytest
 
-from mcp_batch_cli.dev import free_port
+from tests.ports import free_port
 from tests.support import eventually
 
 APPEND_ALWAYS = ("--appendonly", "yes", "--appendfsync", "always")

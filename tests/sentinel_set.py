@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.ops import replication
-from mcp_batch_cli.dev import free_port
+from tests.ports import free_port
 from tests.redis_server import ENGINES, Engine, RedisServer, binaries
 from tests.support import eventually
 

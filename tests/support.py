@@ -27,8 +27,8 @@ from mcp_batch.keys import Keys
 from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.settings import Settings
 from mcp_batch_cli.commands import main
-from mcp_batch_cli.dev import free_port
 from service.app import create_app
+from tests.ports import free_port
 from worker.main import Worker, create_worker
 
 TERMINAL = {status.value for status in TERMINAL_BATCH}

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_batch_cli.dev import free_port
+from tests.ports import free_port
 from tests.support import HttpBackendProcess, run_batch, start_http_backend
 from tests.third_party import everything_command
 

@@ -24,7 +24,9 @@ async def test_a_batch_past_its_deadline_reads_as_expired_and_only_a_worker_reco
     async with running_api(settings) as base_url, httpx.AsyncClient(base_url=base_url) as client:
         batch_id = (await submit(client, calls, deadline_seconds=0.5))["id"]
         started = time.monotonic()
-        document = (await client.get(f"/v1/batches/{batch_id}", params={"wait": 10})).json()
+        answer = await client.get(f"/v1/batches/{batch_id}", params={"wait": 10})
+        assert answer.status_code == 200, answer.text
+        document = answer.json()
         assert time.monotonic() - started < 5  # the long poll woke at the deadline, not at the end of its wait
         assert document["status"] == "expired" and document["finished_at"] == document["deadline_at"]
         assert document["counts"]["expired"] == 3 and [item["seq"] for item in document["results"]] == [1, 2, 3]
