@@ -6,7 +6,9 @@ release time (the tenant's slot), and its Idempotency-Key's expiry (that key's s
 need in the batch's `settle` field; `settle` takes it (once, in one script) and applies it, control plane first.
 Taking it first makes every failure one-sided: a crash after the take leaves a count high (a ceiling met a little
 early), a webhook due at its fallback time (admission.py queues one at submit) and a key living its live TTL; never a
-count low, a webhook sent twice, or a batch's state half-ended.
+count low, a webhook sent twice, or a batch's state half-ended. When both planes are one Redis (standalone or
+Sentinel-managed, no data-plane URL), every key is on one node, and one script takes the field and applies it all:
+one round trip instead of three or four, and nothing half-applied.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, cast
 from redis.asyncio import Redis
 
 from mcp_batch.keys import Keys
-from mcp_batch.store.scripts import SETTLE
+from mcp_batch.store.scripts import SETTLE, SETTLE_TAKEN
 
 # KEYS: 1 the tenant's stored-until zset, 2 its unfinished count ('' names none). ARGV: 1 batch id, 2 ms until its
 # bytes are released ('' none), 3 items to subtract. The release time is on this node's clock, as the submit's sweep.
@@ -30,6 +32,30 @@ return 1
 """
 
 
+# The whole settle on one node. KEYS: 1 meta, 2 the webhook queue, 3 the unfinished count, 4 the deadlines. ARGV: 1
+# batch id, 2 the done channel. The tenant's and the Idempotency-Key's names are read from the meta hash, so they are
+# not in KEYS: a script may touch keys it was not given only off a cluster, which is the only place this one runs.
+_ONE_NODE = (
+    SETTLE_TAKEN
+    + """
+if not taken then return 0 end
+local function named(v) return v and v ~= '' end
+local left, ms = tonumber(m[1]), math.floor(tonumber(m[2]) * 1000)
+if m[6] then redis.call('ZADD', KEYS[2], 0, ARGV[1]) end
+redis.call('DECRBY', KEYS[3], left)
+redis.call('ZREM', KEYS[4], ARGV[1])
+if named(m[4]) and named(m[5]) then
+  local t = redis.call('TIME')
+  redis.call('ZADD', m[5], 'XX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ms, ARGV[1])
+end
+if named(m[4]) and left > 0 then redis.call('DECRBY', m[4], left) end
+if named(m[3]) then redis.call('PEXPIRE', m[3], ms) end
+redis.call('PUBLISH', ARGV[2], ARGV[1])
+return 1
+"""
+)
+
+
 class Ending:
     """Applies a batch's end, and a renewal's finished items, to the keys of other slots."""
 
@@ -39,9 +65,14 @@ class Ending:
         self.keys = keys
         self._settle = redis.register_script(SETTLE)
         self._tenant = redis.register_script(_TENANT)
+        self._one_node = redis.register_script(_ONE_NODE) if redis is control else None
 
     async def settle(self, batch_id: str) -> None:
         """After a script that may have ended the batch: apply what its end left (nothing when it did not end)."""
+        if self._one_node is not None:
+            keys = [self.keys.batch(batch_id), self.keys.webhooks, self.keys.unfinished, self.keys.deadlines]
+            await self._one_node(keys, [batch_id, self.keys.done_channel])
+            return
         reply = cast(list[Any], await self._settle([self.keys.batch(batch_id)], []))
         if not reply:
             return

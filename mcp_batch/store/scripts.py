@@ -380,12 +380,20 @@ return {1, due, m[4] or '', m[5] or ''}
 """
 )
 
-# Take what an end left for ending.py (once: the field goes). KEYS: 1 meta. Returns {} (nothing to settle) or {left,
-# retention seconds, idempotency key, tenant unfinished key, tenant stored key, '1' when a webhook is due} ('': none).
-SETTLE = """
+# Take what an end left for ending.py (once: the field goes). KEYS: 1 meta. `SETTLE_TAKEN` is the take, which
+# ending.py's one-node settle starts with too: `m` the fields, `taken` whether there was anything to take.
+SETTLE_TAKEN = """
 local m = redis.call('HMGET', KEYS[1], 'settle', 'retention', 'idempotency_key', 'tenant_unfinished', 'tenant_stored',
   'webhook_url')
-if not m[1] then return {} end
-redis.call('HDEL', KEYS[1], 'settle')
+local taken = m[1] ~= false
+if taken then redis.call('HDEL', KEYS[1], 'settle') end
+"""
+# Returns {} (nothing to settle) or {left, retention seconds, idempotency key, tenant unfinished key, tenant stored
+# key, '1' when a webhook is due} ('': none).
+SETTLE = (
+    SETTLE_TAKEN
+    + """
+if not taken then return {} end
 return {m[1], m[2], m[3] or '', m[4] or '', m[5] or '', m[6] and '1' or '0'}
 """
+)

@@ -1,0 +1,84 @@
+"""A batch's end outside its own slot, against the real Redis: one script when both planes are one Redis, the same
+changes in steps when the control plane is another client, and each end applied once."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from mcp_batch.keys import Keys
+from mcp_batch.store import Store
+from mcp_batch.store.placement import new_batch_id
+from tests.mcp_batch.store.stored import batch
+from tests.support import eventually
+
+KEYS = Keys()
+RETENTION_SECONDS = 600
+
+
+async def ended_batch(store: Store, redis: aioredis.Redis) -> str:
+    """A 3-item batch with a webhook, a deadline and a living Idempotency-Key, cancelled before any item ran: the
+    end's settle has every change to make."""
+    batch_id, idem = new_batch_id(), KEYS.idempotency("the-key")
+    await redis.set(idem, batch_id, px=30_000)
+    request = batch(3, retention_seconds=RETENTION_SECONDS, webhook_url="https://example.com/hook")
+    await store.submits.create(request, 1, batch_id=batch_id, idempotency_key=idem)
+    await redis.zadd(KEYS.deadlines, {batch_id: 1})
+    await store.leases.cancel(batch_id)  # nothing in flight: it ends, and settles, now
+    return batch_id
+
+
+async def outside(redis: aioredis.Redis, batch_id: str) -> dict[str, object]:
+    """What the end changes outside the batch's slot (times rounded to the second)."""
+    released = await redis.zscore(KEYS.tenant_stored_until("default"), batch_id)
+    seconds, micros = await redis.time()
+    now_ms = seconds * 1000 + micros / 1000
+    return {
+        "unfinished": await redis.get(KEYS.unfinished),
+        "tenant unfinished": await redis.get(KEYS.tenant_unfinished("default")),
+        "released in (s)": None if released is None else round((released - now_ms) / 1000),
+        "webhook due": await redis.zscore(KEYS.webhooks, batch_id),
+        "deadline": await redis.zscore(KEYS.deadlines, batch_id),
+        "key ttl (s)": round(await redis.pttl(KEYS.idempotency("the-key")) / 1000),
+        "left to settle": await redis.hget(KEYS.batch(batch_id), "settle"),
+    }
+
+
+async def ended_on(store: Store, redis: aioredis.Redis) -> dict[str, object]:
+    """The changes of one batch's end through `store`, once it has published its done message (once)."""
+    await redis.flushdb()
+    listener = redis.pubsub()
+    await listener.subscribe(KEYS.done_channel)
+
+    async def done_message() -> bytes | None:
+        message = await listener.get_message(ignore_subscribe_messages=True, timeout=0.1)
+        return None if message is None else message["data"]
+
+    try:
+        batch_id = await ended_batch(store, redis)
+        assert await eventually(done_message, what="the done message") == batch_id.encode()
+        changes = await outside(redis, batch_id)
+        await store.claims.ending.settle(batch_id)  # again: nothing is left to apply, nothing is said twice
+        assert await outside(redis, batch_id) == changes
+        assert await done_message() is None
+    finally:
+        await listener.aclose()
+    return changes
+
+
+async def test_one_script_on_one_redis_ends_a_batch_as_the_steps_over_two_clients_do(redis: aioredis.Redis) -> None:
+    control = aioredis.Redis(**redis.connection_pool.connection_kwargs)  # another client: the steps' path
+    try:
+        one_node = await ended_on(Store(redis, KEYS, 3600), redis)
+        two_planes = await ended_on(Store(redis, KEYS, 3600, control=control), redis)
+    finally:
+        await control.aclose()
+    assert one_node == two_planes
+    assert one_node == {
+        "unfinished": b"0",
+        "tenant unfinished": b"0",
+        "released in (s)": RETENTION_SECONDS,
+        "webhook due": 0.0,
+        "deadline": None,
+        "key ttl (s)": RETENTION_SECONDS,
+        "left to settle": None,
+    }
