@@ -5,7 +5,8 @@
 The backend is the demo server over stdio (`mcp-batch demo-backend`), its `echo` tool the call: fast, so what Redis
 spends per item shows. The service runs as processes (`mcp-batch api`, one `mcp-batch worker`). Each round:
   1. one Redis: a batch of `--calls` echo calls (max_concurrency 8, one shard); Redis CPU (INFO cpu, user + sys)
-     before and after, per item; and Redis commands per item (INFO commandstats);
+     before and after, per item; and Redis commands per item (INFO commandstats); then the cluster's workload
+     below on the same Redis, so the cluster's figures compare with one Redis doing the same work;
   2. a 3-master cluster as the data plane (MCP_BATCH_DATA_REDIS_URL=redis+cluster://...), the control plane on a
      Redis of its own: `--batches` batches of `--calls`/`--batches` calls each, one after another; the items each
      master held (by the slot of each batch's hash tag) and their spread (each master against the mean), and each
@@ -121,19 +122,34 @@ def master_of(ports: list[int], key: str) -> int:
     raise LookupError(key)
 
 
-async def one_redis(servers: dict[str, Any], calls: int) -> dict[str, float]:
+async def one_redis(servers: dict[str, Any], calls: int, batches: int) -> dict[str, float]:
+    """One batch of `calls`, then the cluster's workload (`batches` batches sharing the calls), on one Redis."""
     async with service_stack(current_tree(), servers, 1) as stack:
         await run_batch(stack.http, echo_calls(50), 8)  # warm: sessions open, scripts loaded
-        cpu, commands, spent = (
-            await redis_cpu(stack.redis),
-            await command_calls(stack.redis),
-            await command_us(stack.redis),
-        )
-        await run_batch(stack.http, echo_calls(calls), 8)
-        cpu_after, commands_after = await redis_cpu(stack.redis), await command_calls(stack.redis)
-        spent_after = await command_us(stack.redis)
-    count = sum(commands_after.values()) - sum(commands.values())
-    return {"us": (cpu_after - cpu) / calls * 1e6, "commands": count / calls, "cmd_us": (spent_after - spent) / calls}
+
+        async def measured(sizes: list[int]) -> tuple[float, float, float]:
+            cpu, commands, spent = (
+                await redis_cpu(stack.redis),
+                await command_calls(stack.redis),
+                await command_us(stack.redis),
+            )
+            for size in sizes:
+                await run_batch(stack.http, echo_calls(size), 8)
+            cpu_after, commands_after = await redis_cpu(stack.redis), await command_calls(stack.redis)
+            spent_after = await command_us(stack.redis)
+            items = sum(sizes)
+            count = sum(commands_after.values()) - sum(commands.values())
+            return (cpu_after - cpu) / items * 1e6, count / items, (spent_after - spent) / items
+
+        us, commands, cmd_us = await measured([calls])
+        us_batches, _, cmd_us_batches = await measured([calls // batches] * batches)
+    return {
+        "us": us,
+        "commands": commands,
+        "cmd_us": cmd_us,
+        "us_batches": us_batches,
+        "cmd_us_batches": cmd_us_batches,
+    }
 
 
 async def on_cluster(servers: dict[str, Any], calls: int, batches: int) -> dict[str, float]:
@@ -178,34 +194,38 @@ async def main() -> None:
     spread: list[dict[str, float]] = []
     for n in range(args.rounds):
         started = time.perf_counter()
-        single.append(await one_redis(servers, args.calls))
+        single.append(await one_redis(servers, args.calls, args.batches))
         spread.append(await on_cluster(servers, args.calls, args.batches))
         print(f"round {n + 1}: {time.perf_counter() - started:.0f} s, load {load()}", flush=True)
 
     def med(rows: list[dict[str, float]], key: str) -> float:
         return statistics.median(row[key] for row in rows)
 
-    one = med(single, "us")
+    one, same = med(single, "us"), med(single, "us_batches")
+    worst, mean = med(spread, "us_max"), med(spread, "us_mean")
+    cmd_one, cmd_same, cmd_worst = med(single, "cmd_us"), med(single, "cmd_us_batches"), med(spread, "cmd_us_max")
+    each = args.calls // args.batches
     print(f"\n{machine()}; load {load()}; {args.calls} echo calls, {args.batches} batches on the cluster\n")
-    print("| figure | one Redis | 3-master cluster | cluster/one |")
-    print("|---|---|---|---|")
     print(
-        f"| Redis CPU per item, µs | {one:.1f} | {med(spread, 'us_max'):.1f} (worst master) | "
-        f"{med(spread, 'us_max') / one:.2f} |"
+        f"| figure | one Redis, 1 batch of {args.calls} | one Redis, {args.batches} batches of {each} | "
+        f"3-master cluster, the same {args.batches} batches | cluster / one batch | cluster / the same batches |"
     )
+    print("|---|---|---|---|---|---|")
     print(
-        f"| Redis CPU per item, mean of masters, µs | - | {med(spread, 'us_mean'):.1f} | "
-        f"{med(spread, 'us_mean') / one:.2f} |"
+        f"| Redis CPU per item, µs | {one:.1f} | {same:.1f} | {worst:.1f} (worst master) | {worst / one:.2f} | "
+        f"{worst / same:.2f} |"
     )
+    print(f"| Redis CPU per item, mean of masters, µs | - | - | {mean:.1f} | {mean / one:.2f} | {mean / same:.2f} |")
     print(
-        f"| Redis time in commands per item (commandstats), µs | {med(single, 'cmd_us'):.1f} | "
-        f"{med(spread, 'cmd_us_max'):.1f} (worst master) | {med(spread, 'cmd_us_max') / med(single, 'cmd_us'):.2f} |"
+        f"| Redis time in commands per item (commandstats), µs | {cmd_one:.1f} | {cmd_same:.1f} | "
+        f"{cmd_worst:.1f} (worst master) | {cmd_worst / cmd_one:.2f} | {cmd_worst / cmd_same:.2f} |"
     )
-    print(f"| control plane CPU per item, µs | (in the above) | {med(spread, 'control_us'):.1f} | - |")
-    print(f"| Redis commands per item | {med(single, 'commands'):.1f} | - | - |")
+    control = med(spread, "control_us")
+    print(f"| control plane CPU per item, µs | (in the above) | (in the above) | {control:.1f} | - | - |")
+    print(f"| Redis commands per item | {med(single, 'commands'):.1f} | - | - | - | - |")
     print(
-        f"| items per master: min / max, spread from the mean | - | {med(spread, 'items_min'):.0f} / "
-        f"{med(spread, 'items_max'):.0f}, {med(spread, 'spread'):.0f} % | - |"
+        f"| items per master: min / max, spread from the mean | - | - | {med(spread, 'items_min'):.0f} / "
+        f"{med(spread, 'items_max'):.0f}, {med(spread, 'spread'):.0f} % | - | - |"
     )
 
 
