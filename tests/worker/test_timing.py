@@ -24,7 +24,7 @@ def span(item: dict[str, object]) -> float:
 
 async def test_an_item_that_waited_for_its_session_says_how_long(client: httpx.AsyncClient) -> None:
     first, second = (await run_batch(client, ECHOES, mode="serial"))["results"]
-    assert first["connect_seconds"] > 0.05  # a stdio process started for it
+    assert first["connect_seconds"] > 0  # a stdio process started for it (forked: it can take under 50 ms)
     assert second.get("connect_seconds") is None  # the session was open
     for item in (first, second):
         parts = item.get("connect_seconds") or 0, item["rate_wait_seconds"], item["elapsed_seconds"]
