@@ -30,9 +30,10 @@ def _ephemeral_floor() -> int:
 
 def _slice(ports: range) -> range:
     """This test worker's share of `ports`: xdist names its workers gw0, gw1, ... and says how many there are."""
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-    size = len(ports) // max(count, 1)
+    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), 1)
+    # A worker xdist starts in place of a crashed one gets the next name: it takes over a slice, never one past them.
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % count
+    size = len(ports) // count
     return range(ports.start + index * size, ports.start + (index + 1) * size)
 
 

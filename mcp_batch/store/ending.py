@@ -7,8 +7,9 @@ need in the batch's `settle` field; `settle` takes it (once, in one script) and 
 Taking it first makes every failure one-sided: a crash after the take leaves a count high (a ceiling met a little
 early), a webhook due at its fallback time (admission.py queues one at submit) and a key living its live TTL; never a
 count low, a webhook sent twice, or a batch's state half-ended. When both planes are one Redis (standalone or
-Sentinel-managed, no data-plane URL), every key is on one node, and one script takes the field and applies it all:
-one round trip instead of three or four, and nothing half-applied.
+Sentinel-managed, no data-plane URL), every key is on one node: one script takes the field and applies it all (one
+round trip instead of three or four, nothing half-applied), and a lease renewal takes its finished items off the
+counts in its own script (`ONE_NODE_RENEW`), so there a crash leaves no count high.
 """
 
 from __future__ import annotations
@@ -18,40 +19,52 @@ from typing import Any, cast
 from redis.asyncio import Redis
 
 from mcp_batch.keys import Keys
-from mcp_batch.store.scripts import SETTLE, SETTLE_TAKEN
+from mcp_batch.store.scripts import RENEW_STEP, SETTLE, SETTLE_TAKEN
 
-# KEYS: 1 the tenant's stored-until zset, 2 its unfinished count ('' names none). ARGV: 1 batch id, 2 ms until its
-# bytes are released ('' none), 3 items to subtract. The release time is on this node's clock, as the submit's sweep.
-_TENANT = """
-if ARGV[2] ~= '' then
-  local t = redis.call('TIME')
-  redis.call('ZADD', KEYS[1], 'XX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ARGV[2], ARGV[1])
+# The tenant's slot: when its stored bytes of this batch are released (`ms` from now, on this node's clock, as the
+# submit's sweep) and its unfinished count. '' names no key.
+_TENANT_PART = """
+local function tenant_part(stored, unfinished, id, ms, due)
+  if stored ~= '' and unfinished ~= '' then
+    local t = redis.call('TIME')
+    redis.call('ZADD', stored, 'XX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ms, id)
+  end
+  if unfinished ~= '' and due > 0 then redis.call('DECRBY', unfinished, due) end
 end
-if tonumber(ARGV[3]) > 0 then redis.call('DECRBY', KEYS[2], ARGV[3]) end
-return 1
 """
-
+# KEYS: 1 the tenant's stored-until zset, 2 its unfinished count. ARGV: 1 batch id, 2 ms until its bytes are
+# released, 3 items to subtract.
+_TENANT = _TENANT_PART + "tenant_part(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))\nreturn 1\n"
 
 # The whole settle on one node. KEYS: 1 meta, 2 the webhook queue, 3 the unfinished count, 4 the deadlines. ARGV: 1
 # batch id, 2 the done channel. The tenant's and the Idempotency-Key's names are read from the meta hash, so they are
 # not in KEYS: a script may touch keys it was not given only off a cluster, which is the only place this one runs.
 _ONE_NODE = (
     SETTLE_TAKEN
+    + _TENANT_PART
     + """
 if not taken then return 0 end
-local function named(v) return v and v ~= '' end
 local left, ms = tonumber(m[1]), math.floor(tonumber(m[2]) * 1000)
 if m[6] then redis.call('ZADD', KEYS[2], 0, ARGV[1]) end
 redis.call('DECRBY', KEYS[3], left)
 redis.call('ZREM', KEYS[4], ARGV[1])
-if named(m[4]) and named(m[5]) then
-  local t = redis.call('TIME')
-  redis.call('ZADD', m[5], 'XX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ms, ARGV[1])
-end
-if named(m[4]) and left > 0 then redis.call('DECRBY', m[4], left) end
-if named(m[3]) then redis.call('PEXPIRE', m[3], ms) end
+tenant_part(m[5] or '', m[4] or '', ARGV[1], ms, left)
+if m[3] and m[3] ~= '' then redis.call('PEXPIRE', m[3], ms) end
 redis.call('PUBLISH', ARGV[2], ARGV[1])
 return 1
+"""
+)
+
+# A lease renewal with its share of the counts in the same script, on one node: a crash cannot come between them.
+# KEYS: the batch keys. ARGV: RENEW's, then 4 the batch id, 5 the unfinished count (named here, not in KEYS, as in
+# the one-node settle). Returns RENEW's reply with nothing left for the caller to apply.
+ONE_NODE_RENEW = (
+    RENEW_STEP
+    + _TENANT_PART
+    + """
+if due > 0 then redis.call('DECRBY', ARGV[5], due) end
+tenant_part(m[5] or '', m[4] or '', ARGV[4], tonumber(ARGV[3]), due)
+return {1, 0, '', ''}
 """
 )
 

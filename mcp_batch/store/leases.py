@@ -19,7 +19,7 @@ from mcp_batch import shards
 from mcp_batch.errors import BatchAlreadyFinished, BatchNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import TERMINAL_BATCH, BatchStatus
-from mcp_batch.store.ending import Ending
+from mcp_batch.store.ending import ONE_NODE_RENEW, Ending
 from mcp_batch.store.scripts import CANCEL, EXPIRE, RENEW, TAKE_OVER, batch_args, batch_keys
 
 # KEYS: 1 the jobs index. ARGV: 1 'NX', 'XX' or '' (ZADD's flag), 2 ms from now (this Redis's clock), then job ids.
@@ -78,7 +78,8 @@ class Leases:
         self._take_over = redis.register_script(TAKE_OVER)
         self._cancel = redis.register_script(CANCEL)
         self._expire = redis.register_script(EXPIRE)
-        self._renew = redis.register_script(RENEW)
+        self._one_node = redis is control  # the renewal's share of the counts goes in its own script
+        self._renew = redis.register_script(ONE_NODE_RENEW if self._one_node else RENEW)
         self._started = redis.register_script(_STARTED)
         self._index = control.register_script(_INDEX)
         self._queued = control.register_script(_QUEUED)
@@ -96,7 +97,10 @@ class Leases:
 
     async def renew(self, batch_id: str, job: str) -> bool:
         """Renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""
-        reply = cast(list[Any], await self._renew(self._script_keys(batch_id), [job, self.lease_ms, self.live_ms]))
+        args: list[str | int] = [job, self.lease_ms, self.live_ms]
+        if self._one_node:
+            args += [batch_id, self.keys.unfinished]
+        reply = cast(list[Any], await self._renew(self._script_keys(batch_id), args))
         if not int(reply[0]):
             return False
         # The batch's lease first: the index only tells the sweep where to look, and a lagging one costs a look. The

@@ -362,8 +362,9 @@ return 'expiring'
 # counts have not yet subtracted (ADVANCE leaves both out of the per-item path): `due`, which the caller subtracts on
 # the control plane and the tenant's slot (a crash before it leaves the counts high, never low).
 # KEYS: the batch keys. ARGV: job, lease ms, ttl ms. Returns {1, due, tenant unfinished key, tenant stored key} ('':
-# none), or {0} when the lease was taken over (or the batch is gone).
-RENEW = (
+# none), or {0} when the lease was taken over (or the batch is gone). `RENEW_STEP` is all but the return, which
+# ending.py's one-node renewal starts with too: `m` the fields, `due` the items taken.
+RENEW_STEP = (
     TERMINAL_SET
     + """
 local lease = 'lease:' .. ARGV[1]
@@ -376,9 +377,9 @@ if not m[1] or TERMINAL[m[1]] then return {1, 0, '', ''} end
 for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end
 local due = tonumber(m[2]) - tonumber(m[3] or m[2])
 if due > 0 then redis.call('HSET', KEYS[1], 'counted', m[2]) end
-return {1, due, m[4] or '', m[5] or ''}
 """
 )
+RENEW = RENEW_STEP + "return {1, due, m[4] or '', m[5] or ''}\n"
 
 # Take what an end left for ending.py (once: the field goes). KEYS: 1 meta. `SETTLE_TAKEN` is the take, which
 # ending.py's one-node settle starts with too: `m` the fields, `taken` whether there was anything to take.
