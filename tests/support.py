@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -335,6 +336,36 @@ async def all_results(client: httpx.AsyncClient, batch_id: str) -> list[dict[str
         items += page["results"]
         offset = page["next_offset"]
     return items
+
+
+def _process_table() -> dict[int, tuple[int, str]]:
+    """Every process's parent and start time (clock ticks since boot), from /proc."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with suppress(OSError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                table[int(entry.name)] = (int(fields[1]), fields[19])  # ppid, starttime
+    return table
+
+
+def crash(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a worker process, as a crash, then the backends it had started: a crash leaves them to the machine,
+    and a stdio server that ignores its input closing (server-everything) would outlive the test run."""
+    table, left, seen = _process_table(), {}, [proc.pid]
+    while seen:
+        parent = seen.pop()
+        for pid, (ppid, started) in table.items():
+            if ppid == parent:
+                left[pid] = started
+                seen.append(pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    now = _process_table()
+    for pid, started in left.items():
+        if pid in now and now[pid][1] == started:  # the same process, not a later one given its pid
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def worker_id(proc: subprocess.Popen[bytes]) -> str:

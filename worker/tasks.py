@@ -27,7 +27,7 @@ from mcp_batch.records import ItemRecord, error_info
 from mcp_batch.store import Store
 from mcp_batch.store.batch_row import BatchMeta
 from mcp_batch.store.claims import Claim
-from mcp_batch.store.outage import backoff
+from mcp_batch.store.outage import backoff, with_redis_retry
 from worker import metrics, priority
 from worker.calls import run_call
 from worker.context import WorkerState
@@ -166,9 +166,15 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+
+    async def release() -> str:
+        return await store.leases.release(batch_id, job, run.ran)
+
     if run.reason == "shutdown":
         await _hand_back(state, batch_id, shard, generation, run)
-    elif await store.leases.release(batch_id, job, run.ran) == "replaced":
+    # A job ending as Redis goes away waits for it (up to the outage setting) rather than fail: its lease would lapse
+    # and the sweep would do the same release later, with an error logged for nothing.
+    elif await with_redis_retry(release, outage=settings.redis_outage_seconds) == "replaced":
         logger.warning("job %s held claims without records (lost replies or lost records); queued a job for them", job)
         await requeue(state, batch_id, shard, generation + 1)
     logger.info("batch %s: job %s has no more items to run", batch_id, job)

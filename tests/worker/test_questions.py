@@ -4,7 +4,6 @@ worker processes, SIGKILL). A read-only tool runs again on the worker that takes
 
 from __future__ import annotations
 
-import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import redis.asyncio as aioredis
 from mcp_batch.settings import Settings
 from tests.support import (
     by_id,
+    crash,
     eventually,
     finished,
     live_workers,
@@ -68,8 +68,7 @@ async def test_a_worker_killed_while_questions_wait_leaves_their_items_to_the_ru
         await live_workers(redis, 1)
         batch_id = (await submit(api, calls, read_only=False, questions=ASK))["id"]
         first = await waiting(api, batch_id, 2)
-        victim.send_signal(signal.SIGKILL)
-        victim.wait(10)
+        crash(victim)  # and its backends: server-everything outlives a closed stdin
     async with running_worker(settings):
         again = await waiting(api, batch_id, 1, not_=first["read"])
         assert list(again) == ["read"]  # asked again: a new question (the old one is shown until then)
