@@ -166,17 +166,19 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
-
-    async def release() -> str:
-        return await store.leases.release(batch_id, job, run.ran)
-
     if run.reason == "shutdown":
         await _hand_back(state, batch_id, shard, generation, run)
-    # A job ending as Redis goes away waits for it (up to the outage setting) rather than fail: its lease would lapse
-    # and the sweep would do the same release later, with an error logged for nothing.
-    elif await with_redis_retry(release, outage=settings.redis_outage_seconds) == "replaced":
-        logger.warning("job %s held claims without records (lost replies or lost records); queued a job for them", job)
-        await requeue(state, batch_id, shard, generation + 1)
+    else:
+        # A job ending as Redis goes away waits for it (up to the outage setting) rather than fail: its lease would
+        # lapse and the sweep would do the same release later, with an error logged for nothing.
+        released = await with_redis_retry(
+            lambda: store.leases.release(batch_id, job, run.ran), outage=settings.redis_outage_seconds
+        )
+        if released == "replaced":
+            logger.warning(
+                "job %s held claims without records (lost replies or lost records); queued a job for them", job
+            )
+            await requeue(state, batch_id, shard, generation + 1)
     logger.info("batch %s: job %s has no more items to run", batch_id, job)
 
 

@@ -78,11 +78,12 @@ class Ending:
         self.keys = keys
         self._settle = redis.register_script(SETTLE)
         self._tenant = redis.register_script(_TENANT)
-        self._one_node = redis.register_script(_ONE_NODE) if redis is control else None
+        self.one_node = redis is control  # both planes one Redis: every key on one node, so one script per step
+        self._one_node = redis.register_script(_ONE_NODE)
 
     async def settle(self, batch_id: str) -> None:
         """After a script that may have ended the batch: apply what its end left (nothing when it did not end)."""
-        if self._one_node is not None:
+        if self.one_node:
             keys = [self.keys.batch(batch_id), self.keys.webhooks, self.keys.unfinished, self.keys.deadlines]
             await self._one_node(keys, [batch_id, self.keys.done_channel])
             return

@@ -78,8 +78,7 @@ class Leases:
         self._take_over = redis.register_script(TAKE_OVER)
         self._cancel = redis.register_script(CANCEL)
         self._expire = redis.register_script(EXPIRE)
-        self._one_node = redis is control  # the renewal's share of the counts goes in its own script
-        self._renew = redis.register_script(ONE_NODE_RENEW if self._one_node else RENEW)
+        self._renew = redis.register_script(ONE_NODE_RENEW if ending.one_node else RENEW)
         self._started = redis.register_script(_STARTED)
         self._index = control.register_script(_INDEX)
         self._queued = control.register_script(_QUEUED)
@@ -98,7 +97,7 @@ class Leases:
     async def renew(self, batch_id: str, job: str) -> bool:
         """Renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""
         args: list[str | int] = [job, self.lease_ms, self.live_ms]
-        if self._one_node:
+        if self.ending.one_node:  # the renewal's share of the counts goes in its own script
             args += [batch_id, self.keys.unfinished]
         reply = cast(list[Any], await self._renew(self._script_keys(batch_id), args))
         if not int(reply[0]):
