@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 
@@ -117,25 +117,34 @@ def record(
         "started_at": iso(now if started is None else started),
         "finished_at": iso(now if finished is None else finished),
     }
-    optional = {
-        "worker": worker,
-        "queued_seconds": queued_seconds,
-        "error": error,
-        "content": content,
-        "structured_content": structured_content,
-        "meta": meta,
-        "next_cursor": next_cursor,
-        "is_error": is_error,
-        "elapsed_seconds": elapsed_seconds,
-        "attempts": attempts,
-        "rate_wait_seconds": rate_wait_seconds,
-        "connect_seconds": connect_seconds,
-        "recovered": recovered or None,
-    }
-    fields = cast(dict[str, Any], built)
-    for name, value in optional.items():
-        if value is not None or (name == "structured_content" and content is not None):  # with content, even null
-            fields[name] = value
+    # Field by field, in the stored order: this runs once per item on the worker's hot path.
+    if worker is not None:
+        built["worker"] = worker
+    if queued_seconds is not None:
+        built["queued_seconds"] = queued_seconds
+    if error is not None:
+        built["error"] = error
+    if content is not None:
+        built["content"] = content
+        built["structured_content"] = structured_content  # with content, even null
+    elif structured_content is not None:
+        built["structured_content"] = structured_content
+    if meta is not None:
+        built["meta"] = meta
+    if next_cursor is not None:
+        built["next_cursor"] = next_cursor
+    if is_error is not None:
+        built["is_error"] = is_error
+    if elapsed_seconds is not None:
+        built["elapsed_seconds"] = elapsed_seconds
+    if attempts is not None:
+        built["attempts"] = attempts
+    if rate_wait_seconds is not None:
+        built["rate_wait_seconds"] = rate_wait_seconds
+    if connect_seconds is not None:
+        built["connect_seconds"] = connect_seconds
+    if recovered:
+        built["recovered"] = True
     return built
 
 

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
@@ -61,11 +61,30 @@ class LimitWait(Exception):
         self.wait = wait
 
 
-@dataclass
+@dataclass(frozen=True)
 class Admission:
     """How long a call waited at the gate."""
 
     waited: float = 0.0
+
+
+class _Free:
+    """The gate of a call that no limit holds back: nothing to book or release, only the call's metrics."""
+
+    __slots__ = ("_in_flight", "_server")
+
+    def __init__(self, server: str) -> None:
+        self._server = server
+
+    async def __aenter__(self) -> Admission:
+        self._in_flight = metrics.admitted(self._server, 0.0)
+        return _AT_ONCE
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._in_flight.end()
+
+
+_AT_ONCE = Admission(0.0)
 
 
 class Gate:
@@ -81,8 +100,7 @@ class Gate:
         self.turns: PriorityTurns | None = None  # priority within a tenant's share (None: not applied)
         self._near: dict[tuple[str, str | None], asyncio.Lock] = {}  # lanes that may book only a near slot
 
-    @asynccontextmanager
-    async def admit(
+    def admit(
         self,
         server: str,
         backend: Backend,
@@ -90,11 +108,27 @@ class Gate:
         lease_seconds: float,
         share: tuple[str, float] | None = None,
         priority: tuple[str, Priority] | None = None,
-    ) -> AsyncIterator[Admission]:
+    ) -> AbstractAsyncContextManager[Admission]:
         """Hold a lease and a rate slot for one call; LimitWait if either is further away than `max_wait`.
 
         `share` (tenant, fraction): the call also takes a slot of that tenant's share of the backend's rate;
-        `priority` (tenant, priority): before all that, a call below `high` waits for its turn (worker/priority.py)."""
+        `priority` (tenant, priority): before all that, a call below `high` waits for its turn (worker/priority.py).
+        A backend with no limit, and no 429 to wait out, has nothing to book: its calls pass at once."""
+        limited = backend.max_concurrency or backend.rate_limit
+        if not limited and self._paused_until.get(server, 0.0) <= time.monotonic():
+            return _Free(server)
+        return self._admit(server, backend, max_wait, lease_seconds, share, priority)
+
+    @asynccontextmanager
+    async def _admit(
+        self,
+        server: str,
+        backend: Backend,
+        max_wait: float,
+        lease_seconds: float,
+        share: tuple[str, float] | None,
+        priority: tuple[str, Priority] | None,
+    ) -> AsyncIterator[Admission]:
         start = time.monotonic()
         turn: Turn | None = None  # the call's turn among its tenant's priorities, and how near a slot it may book
         if priority is not None and backend.rate_limit and self.turns is not None:
@@ -120,8 +154,11 @@ class Gate:
                 wait = max(wait, reservation.wait)
             if wait > 0:
                 await asyncio.sleep(wait)
-            with metrics.admitted(server, waited := time.monotonic() - start):
+            in_flight = metrics.admitted(server, waited := time.monotonic() - start)
+            try:
                 yield Admission(waited)
+            finally:
+                in_flight.end()
         finally:
             if lease is not None:
                 await self._release(server, lease)

@@ -141,22 +141,30 @@ def item_finished(server: str, status: str) -> None:
         m.items_child(server, status).inc()
 
 
-@contextmanager
-def admitted(server: str, waited: float) -> Iterator[None]:
-    """A call passed its backend's gate after `waited` seconds: in flight, and timed, until the block ends."""
+class InFlight:
+    """A call that passed its backend's gate: counted in flight, and timed, until `end`."""
+
+    __slots__ = ("_call_seconds", "_in_flight", "_start")
+
+    def __init__(self, call_seconds: Any = None, in_flight: Any = None) -> None:
+        self._call_seconds, self._in_flight = call_seconds, in_flight
+        self._start = time.perf_counter()
+
+    def end(self) -> None:
+        if self._in_flight is not None:
+            self._call_seconds.observe(time.perf_counter() - self._start)
+            self._in_flight.dec()
+
+
+def admitted(server: str, waited: float) -> InFlight:
+    """A call passed its backend's gate after `waited` seconds: in flight until the returned object's `end`."""
     m = _current.get()
     if m is None:
-        yield
-        return
+        return InFlight()
     rate_wait, in_flight, call_seconds = m.call_children(server)
     rate_wait.observe(waited)
     in_flight.inc()
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        call_seconds.observe(time.perf_counter() - start)
-        in_flight.dec()
+    return InFlight(call_seconds, in_flight)
 
 
 def retry_reason(exc: BaseException) -> str:

@@ -19,7 +19,6 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -95,15 +94,14 @@ class Seats:
     def __init__(self) -> None:
         self._seated: list[_Seat] = []
 
-    @contextlib.contextmanager
-    def seat(self, timeout: asyncio.Timeout) -> Iterator[None]:
-        """Seat the current call (its timeout paused while a question waits) for as long as it is in flight."""
+    def sit(self, timeout: asyncio.Timeout) -> _Seat:
+        """Seat the current call (its timeout paused while a question waits) until `leave`: while it is in flight."""
         seat = _Seat(current.get(), timeout)
         self._seated.append(seat)
-        try:
-            yield
-        finally:
-            self._seated.remove(seat)
+        return seat
+
+    def leave(self, seat: _Seat) -> None:
+        self._seated.remove(seat)
 
     def _seat(self) -> _Seat | None:
         asked = current.get()
