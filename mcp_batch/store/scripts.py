@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from mcp_batch.keys import Keys
-from mcp_batch.models import TERMINAL_BATCH
+from mcp_batch.models import FAILED_ITEM, TERMINAL_BATCH
 
 
 def batch_keys(keys: Keys, batch_id: str) -> list[str]:
@@ -32,6 +32,9 @@ def batch_args(batch_id: str) -> list[Any]:
 
 # The terminal statuses as a Lua set, from the one Python definition.
 _TERMINAL = "{" + ", ".join(f"{status.value} = true" for status in sorted(TERMINAL_BATCH)) + "}"
+
+# The failed item statuses (a record of one is added to the batch's `failed` set) as a Lua set.
+_FAILED = "{" + ", ".join(f"{status.value} = true" for status in sorted(FAILED_ITEM)) + "}"
 
 # KEYS: 1 meta, 2 calls, 3 results, 4 failed, 5 finished, 6 ids, 7 inflight, 8 orphans.
 # ARGV: 1 now, 2 batch id, then each script's own.
@@ -99,16 +102,20 @@ end
 # job's lease was taken over).
 ADVANCE = (
     _COMMON
+    + f"""
+local FAILED = {_FAILED}
+"""
     + """
 local job, ttl, want = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local int = string.format  -- int('%d', n): a number as Redis reads it, cheaper than redis.call's own conversion
 local fields = {'status', 'total', 'claimed', 'finished', 'halt', 'deadline_at', 'on_error', 'orphans', 'lease:' .. job}
-local items, slot = {}, {}
-for index, st, size, failed in string.gmatch(ARGV[6], '(%d+) ([%w_]+) (%d+) ([01])') do
-  items[#items + 1] = {index, st, tonumber(size), failed}
-  local s = 'n:' .. st
-  if not slot[s] then
-    fields[#fields + 1] = s
-    slot[s] = #fields
+local held, statuses, slot = {}, {}, {}
+for index, st in string.gmatch(ARGV[6], '(%d+) ([%w_]+)') do
+  held[#held + 1] = index
+  statuses[#statuses + 1] = st
+  if not slot[st] then
+    fields[#fields + 1] = 'n:' .. st
+    slot[st] = #fields
   end
 end
 local m = redis.call('HMGET', KEYS[1], unpack(fields))
@@ -116,33 +123,28 @@ if not m[1] then return {-2, ''} end
 if TERMINAL[m[1]] then return {0, ''} end
 local claimed, finished, halt, orphans = tonumber(m[3]), tonumber(m[4]), m[5], tonumber(m[8])
 local total = tonumber(m[2])
-local set, pushed, held = {}, {}, {}
-local at, failures = 1, 10
-local busy, waiting, free = string.match(ARGV[9], '(%d+) (%d+) (%d+)')
+local set, pushed = {}, {}
+local failures = 9 + #held
+local busy, waiting, free = string.match(ARGV[8], '(%d+) (%d+) (%d+)')
 busy, waiting, free = tonumber(busy), tonumber(waiting), tonumber(free)
 local function mark(fed)  -- the job's running and held claims, while its lease is its own (if it told them)
   if not busy or not m[9] then return end
-  set[#set + 1] = 'busy:' .. job; set[#set + 1] = busy + math.min(waiting, fed)
-  set[#set + 1] = 'held:' .. job; set[#set + 1] = ARGV[10]
+  set[#set + 1] = 'busy:' .. job; set[#set + 1] = int('%d', busy + math.min(waiting, fed))
+  set[#set + 1] = 'held:' .. job; set[#set + 1] = ARGV[9]
 end
-for _, item in ipairs(items) do
-  local index, size = item[1], item[3]
-  held[#held + 1] = index
-  local seq = finished + 1
-  local stored = string.sub(ARGV[7], at, at + size - 2) .. ',"seq":' .. seq .. '}'
-  at = at + size
-  local id = nil
-  if item[4] == '1' then
+for i, index in ipairs(held) do
+  local st, id = statuses[i], nil
+  if FAILED[st] then
     failures = failures + 1
     id = ARGV[failures]
   end
-  if redis.call('HSETNX', KEYS[3], index, stored) == 1 then
-    finished = seq
+  if redis.call('HSETNX', KEYS[3], index, int('%s,"seq":%d}', ARGV[9 + i], finished + 1)) == 1 then
+    finished = finished + 1
     pushed[#pushed + 1] = index
-    local s = slot['n:' .. item[2]]
+    local s = slot[st]
     m[s] = (tonumber(m[s]) or 0) + 1
     if id then
-      redis.call('ZADD', KEYS[4], tonumber(index), id)
+      redis.call('ZADD', KEYS[4], index, id)
       redis.call('PEXPIRE', KEYS[4], ttl)
       if m[7] == 'stop' and not halt then
         halt = 'stop'
@@ -159,12 +161,14 @@ if #pushed > 0 then
     redis.call('PEXPIRE', KEYS[3], ttl)
     redis.call('PEXPIRE', KEYS[5], ttl)
   end
-  set[#set + 1] = 'finished'; set[#set + 1] = finished
-  for s, k in pairs(slot) do
-    set[#set + 1] = s; set[#set + 1] = m[k]
+  set[#set + 1] = 'finished'; set[#set + 1] = int('%d', finished)
+  for _, k in pairs(slot) do
+    if type(m[k]) == 'number' then  -- a count this call added to
+      set[#set + 1] = fields[k]; set[#set + 1] = int('%d', m[k])
+    end
   end
 end
-for entry in string.gmatch(ARGV[8], '[^,]+') do
+for entry in string.gmatch(ARGV[7], '[^,]+') do
   local o = string.sub(entry, 1, string.find(entry, ':', 1, true) - 1)
   if redis.call('HGET', KEYS[7], o) == job then
     redis.call('HDEL', KEYS[7], o)
@@ -215,18 +219,19 @@ while want > 0 and (orphans == nil or orphans > 0) do
   local o = string.sub(entry, 1, sep - 1)
   if redis.call('HEXISTS', KEYS[3], o) == 0 and not redis.call('HGET', KEYS[7], o) then
     mine[#mine + 1] = o; mine[#mine + 1] = job
-    out[#out + 1] = tonumber(o)
-    out[#out + 1] = redis.call('LINDEX', KEYS[2], tonumber(o))
+    out[#out + 1] = o
+    out[#out + 1] = redis.call('LINDEX', KEYS[2], o)
     out[#out + 1] = tonumber(string.sub(entry, sep + 1))
     want = want - 1
   end
 end
 if want > 0 and claimed < total then
   local k = math.min(want, total - claimed)
-  local specs = redis.call('LRANGE', KEYS[2], claimed, claimed + k - 1)
+  local specs = redis.call('LRANGE', KEYS[2], int('%d', claimed), int('%d', claimed + k - 1))
   for j = 1, k do
-    mine[#mine + 1] = claimed + j - 1; mine[#mine + 1] = job
-    out[#out + 1] = claimed + j - 1
+    local index = int('%d', claimed + j - 1)
+    mine[#mine + 1] = index; mine[#mine + 1] = job
+    out[#out + 1] = index
     out[#out + 1] = specs[j]
     out[#out + 1] = 0
   end
@@ -234,7 +239,7 @@ if want > 0 and claimed < total then
     set[#set + 1] = 'status'; set[#set + 1] = 'running'
     set[#set + 1] = 'started_at'; set[#set + 1] = ARGV[1]
   end
-  set[#set + 1] = 'claimed'; set[#set + 1] = claimed + k
+  set[#set + 1] = 'claimed'; set[#set + 1] = int('%d', claimed + k)
   if math.floor((claimed + k) / 64) > math.floor(claimed / 64) or claimed == 0 then
     redis.call('HSET', KEYS[7], unpack(mine))
     mine = {}
@@ -244,11 +249,11 @@ if want > 0 and claimed < total then
 end
 if #mine > 0 then redis.call('HSET', KEYS[7], unpack(mine)) end
 if busy then
-  local fed, held_now = (#out - 2) / 3, ARGV[10]
+  local fed, held_now = (#out - 2) / 3, ARGV[9]
   for j = free + 1, fed do  -- claims beyond those the job may start before its next call: held too
     held_now = held_now .. (held_now == '' and '' or ',') .. out[3 * j]
   end
-  set[#set + 1] = 'busy:' .. job; set[#set + 1] = busy + math.min(waiting, fed)
+  set[#set + 1] = 'busy:' .. job; set[#set + 1] = int('%d', busy + math.min(waiting, fed))
   set[#set + 1] = 'held:' .. job; set[#set + 1] = held_now
 end
 write()
