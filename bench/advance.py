@@ -28,7 +28,6 @@ import time
 from collections import defaultdict
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 Figures = dict[str, float]
 PORTS = range(6400, 6500)
@@ -59,6 +58,12 @@ def callgrind_total(workdir: Path) -> int:
     return int(totals[-1].split()[1])
 
 
+async def instrument(pid: int, state: str) -> None:
+    """Callgrind's instrumentation of the server on or off."""
+    argv = ["callgrind_control", "-i", state, str(pid)]
+    await asyncio.to_thread(subprocess.run, argv, check=True, capture_output=True)
+
+
 async def child(items: int, per_step: int, callgrind: bool) -> Figures:
     """One tree's run (this process imports that tree's modules): one batch driven step by step."""
     import redis.asyncio as aioredis
@@ -73,7 +78,8 @@ async def child(items: int, per_step: int, callgrind: bool) -> Figures:
 
     with tempfile.TemporaryDirectory(prefix="mcp-batch-advance-") as tmp:
         workdir, port = Path(tmp), free_port()
-        server = subprocess.Popen(redis_argv(port, workdir, callgrind), cwd=workdir, stdout=subprocess.DEVNULL)
+        argv = redis_argv(port, workdir, callgrind)
+        server = subprocess.Popen(argv, cwd=workdir, stdout=subprocess.DEVNULL)  # noqa: ASYNC220 - start-up
         async with AsyncExitStack() as stack:
             stack.callback(server.wait, 60)
             stack.callback(server.terminate)
@@ -111,7 +117,7 @@ async def child(items: int, per_step: int, callgrind: bool) -> Figures:
             await redis.config_resetstat()
             before = await redis.info("cpu")
             if callgrind:
-                subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], check=True, capture_output=True)
+                await instrument(server.pid, "on")
             start, steps = time.perf_counter(), 0
             step = await store.claims.step(batch_id, job, [], per_step, lanes=lanes)
             while step.claims:
@@ -120,7 +126,7 @@ async def child(items: int, per_step: int, callgrind: bool) -> Figures:
                 steps += 1
             wall = time.perf_counter() - start
             if callgrind:
-                subprocess.run(["callgrind_control", "-i", "off", str(server.pid)], check=True, capture_output=True)
+                await instrument(server.pid, "off")
             after = await redis.info("cpu")
             stats = await redis.info("commandstats")
             row = await store.reads.row(batch_id)
