@@ -101,17 +101,18 @@ class Claims:
         claims this step gives it may start before its next step (None: not said; readers then count every claim
         running). `held`: claims in hand it keeps unsent until its next step; they and the claims past `free` are
         held unsent (readers count them pending, and a take-over sends them on as never dispatched)."""
-        heads, records, failed_ids = [], [], []
+        indexes, statuses, records, failed_ids = [], [], [], []
         for claim, record in finished:
             status = record["status"]
-            heads.append(f"{claim.index} {status}")
+            indexes.append(claim.index)
+            statuses.append(status)
             records.append(dump(record)[:-1])  # its closing brace comes after the seq the script adds
             if status in _FAILED:
                 failed_ids.append(claim.id)
         back = ",".join(f"{claim.index}:{claim.flag}" for claim in give_back)
         told = "" if lanes is None else " ".join(map(str, lanes))
-        args = [*batch_args(batch_id), job, self.live_ms, want, ",".join(heads), back, told]
-        args += [",".join(str(claim.index) for claim in held), *records, *failed_ids]
+        args = [*batch_args(batch_id), job, self.live_ms, want, len(indexes), back, told]
+        args += [",".join(str(claim.index) for claim in held), *indexes, *statuses, *records, *failed_ids]
         reply = await self._evalsha(batch_keys(self.keys, batch_id), args)
         state = int(reply[0])
         if reply[1]:  # this step ended the batch

@@ -86,16 +86,19 @@ end
 # status included), one HDEL and one HSET of the in-flight hash, one RPUSH of the finish order; per item only its
 # HSETNX. TTLs are refreshed on lease renewal (RENEW), and here only when a key is created (or every 64th claim);
 # the shared unfinished counts are brought up to date on renewal and at the end (`counted`).
-# ARGV: 3 job, 4 ttl ms, 5 want, 6 the finished items, each `index status bytes failed` (failed '1'/'0'), comma
-#       separated, 7 their records end to end, 8 claims given back unrun, `index:flag` comma separated (they become
-#       orphans again, flag kept), 9 `busy waiting free`: the job's lanes with a call (checks, gate or backend),
-#       those waiting for a claim, and how many of this call's claims it may start before its next call ('' when
-#       the caller does not say), 10 the claims it holds unsent until its next call (comma separated), then the item
-#       id of each failed item, in order. Packed so: a call carries ten arguments (and one per failed item)
-#       whatever the number of items, for the client to pack and the script to read.
+# What Redis's Lua costs here is mostly making strings (each one hashed whole as it is made) and converting numbers:
+# each record comes as its own argument, made into the stored value once (with its seq), the finished items'
+# indexes go to HDEL and RPUSH straight from ARGV, and integers reach redis.call as strings made by %d (a number
+# argument is printed with %.17g, several times slower).
+# ARGV: 3 job, 4 ttl ms, 5 want, 6 n, the number of finished items, 7 claims given back unrun, `index:flag` comma
+#       separated (they become orphans again, flag kept), 8 `busy waiting free`: the job's lanes with a call
+#       (checks, gate or backend), those waiting for a claim, and how many of this call's claims it may start before
+#       its next call ('' when the caller does not say), 9 the claims it holds unsent until its next call (comma
+#       separated); then per finished item, in order: n indexes, n statuses, n records without their closing brace
+#       (the script adds `,"seq":N}`); then the item id of each failed item (FAILED), in order.
 # The job's lease is read with the batch hash (its `lease:<job>` field), so the check costs no command of its own.
 # The job's `busy:<job>` (its calls running as of its last call here: the lanes busy and those this call feeds) and
-# `held:<job>` (ARGV 10 and this call's claims past `free`) are kept in the batch hash while it holds its lease:
+# `held:<job>` (ARGV 9 and this call's claims past `free`) are kept in the batch hash while it holds its lease:
 # readers count the one running and the other pending, and a take-over sends the held ones on as never dispatched.
 # Returns {state, final, then index, spec, flag per claim}: state 1 (more may come), 0 (nothing more to claim:
 # done, halted or ended; `final` is the status when this call ended the batch), -2 (the batch is gone), -3 (this
@@ -106,13 +109,12 @@ ADVANCE = (
 local FAILED = {_FAILED}
 """
     + """
-local job, ttl, want = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local job, ttl, want, n = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local int = string.format  -- int('%d', n): a number as Redis reads it, cheaper than redis.call's own conversion
 local fields = {'status', 'total', 'claimed', 'finished', 'halt', 'deadline_at', 'on_error', 'orphans', 'lease:' .. job}
-local held, statuses, slot = {}, {}, {}
-for index, st in string.gmatch(ARGV[6], '(%d+) ([%w_]+)') do
-  held[#held + 1] = index
-  statuses[#statuses + 1] = st
+local slot = {}
+for i = 10 + n, 9 + 2 * n do
+  local st = ARGV[i]
   if not slot[st] then
     fields[#fields + 1] = 'n:' .. st
     slot[st] = #fields
@@ -123,8 +125,8 @@ if not m[1] then return {-2, ''} end
 if TERMINAL[m[1]] then return {0, ''} end
 local claimed, finished, halt, orphans = tonumber(m[3]), tonumber(m[4]), m[5], tonumber(m[8])
 local total = tonumber(m[2])
-local set, pushed = {}, {}
-local failures = 9 + #held
+local set = {}
+local failures = 9 + 3 * n
 local busy, waiting, free = string.match(ARGV[8], '(%d+) (%d+) (%d+)')
 busy, waiting, free = tonumber(busy), tonumber(waiting), tonumber(free)
 local function mark(fed)  -- the job's running and held claims, while its lease is its own (if it told them)
@@ -132,15 +134,16 @@ local function mark(fed)  -- the job's running and held claims, while its lease 
   set[#set + 1] = 'busy:' .. job; set[#set + 1] = int('%d', busy + math.min(waiting, fed))
   set[#set + 1] = 'held:' .. job; set[#set + 1] = ARGV[9]
 end
-for i, index in ipairs(held) do
-  local st, id = statuses[i], nil
+local pushed = nil  -- the items recorded, once one was not (recorded already): until then, all of them
+for i = 1, n do
+  local index, st, id = ARGV[9 + i], ARGV[9 + n + i], nil
   if FAILED[st] then
     failures = failures + 1
     id = ARGV[failures]
   end
-  if redis.call('HSETNX', KEYS[3], index, int('%s,"seq":%d}', ARGV[9 + i], finished + 1)) == 1 then
+  if redis.call('HSETNX', KEYS[3], index, int('%s,"seq":%d}', ARGV[9 + 2 * n + i], finished + 1)) == 1 then
     finished = finished + 1
-    pushed[#pushed + 1] = index
+    if pushed then pushed[#pushed + 1] = index end
     local s = slot[st]
     m[s] = (tonumber(m[s]) or 0) + 1
     if id then
@@ -152,12 +155,19 @@ for i, index in ipairs(held) do
         set[#set + 1] = 'stopped_at'; set[#set + 1] = index
       end
     end
+  elseif not pushed then
+    pushed = {unpack(ARGV, 10, 8 + i)}
   end
 end
-if #held > 0 then redis.call('HDEL', KEYS[7], unpack(held)) end
-if #pushed > 0 then
-  redis.call('RPUSH', KEYS[5], unpack(pushed))
-  if finished == #pushed then  -- the first records: the keys were just created
+if n > 0 then redis.call('HDEL', KEYS[7], unpack(ARGV, 10, 9 + n)) end
+local recorded = pushed and #pushed or n
+if recorded > 0 then
+  if pushed then
+    redis.call('RPUSH', KEYS[5], unpack(pushed))
+  else
+    redis.call('RPUSH', KEYS[5], unpack(ARGV, 10, 9 + n))
+  end
+  if finished == recorded then  -- the first records: the keys were just created
     redis.call('PEXPIRE', KEYS[3], ttl)
     redis.call('PEXPIRE', KEYS[5], ttl)
   end
