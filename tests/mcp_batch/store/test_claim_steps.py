@@ -118,3 +118,37 @@ async def test_eight_items_in_one_step_cost_one_command_each_and_nine_in_all(own
         # Per step: EVALSHA, HMGET and HSET of the batch hash, HDEL and HSET of the in-flight hash, RPUSH of the finish
         # order, ZSCORE of the lease, LRANGE of the next specs.
         assert sum(calls.values()) <= 2 * 9, calls
+
+
+async def test_an_item_already_recorded_among_new_ones_is_left_as_it_was_and_the_rest_keep_finish_order(
+    redis: aioredis.Redis,
+) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(5))
+    claims = (await store.claims.step(batch_id, job, [], 5)).claims
+    await store.claims.step(batch_id, job, finished(claims[1:2]), 0)
+    again = [*finished(claims[:1]), (claims[1], record("error")), *finished(claims[2:4]), *finished(claims[2:3])]
+    await store.claims.step(batch_id, job, again, 0)
+    raw = await redis.hgetall(Keys().results(batch_id))
+    assert {int(k): (json.loads(v)["seq"], json.loads(v)["status"]) for k, v in raw.items()} == {
+        1: (1, "ok"),
+        0: (2, "ok"),
+        2: (3, "ok"),
+        3: (4, "ok"),
+    }
+    assert [int(i) for i in await redis.lrange(Keys().finished(batch_id), 0, -1)] == [1, 0, 2, 3]
+    row = await store.reads.row(batch_id)
+    assert row.finished == 4 and row.counts["ok"] == 4 and not row.counts.get("error")
+    assert await redis.hkeys(Keys().inflight(batch_id)) == [b"4"]
+
+
+async def test_failed_items_are_noted_with_their_ids_whatever_else_the_step_carries(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(4))
+    claims = (await store.claims.step(batch_id, job, [], 4)).claims
+    statuses = ["ok", "error", "skipped", "timeout"]
+    await store.claims.step(batch_id, job, [(c, record(s)) for c, s in zip(claims, statuses, strict=True)], 0)
+    assert await redis.zrange(Keys().failed(batch_id), 0, -1, withscores=True) == [(b"c1", 1.0), (b"c3", 3.0)]
+    row = await store.reads.row(batch_id)
+    assert row.counts["ok"] == 1 and row.counts["error"] == 1 and row.counts["skipped"] == 1
+    assert row.counts["timeout"] == 1 and row.status == "completed"
