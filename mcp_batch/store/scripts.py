@@ -83,9 +83,10 @@ end
 
 # Finish items (each recorded once, with its seq) and claim up to `want` more: orphans first, then the cursor, whose
 # specs come in one LRANGE. Per call, not per item: one HMGET and one HSET of the batch hash (its counters, `n:` per
-# status included), one HDEL and one HSET of the in-flight hash, one RPUSH of the finish order; per item only its
-# HSETNX. TTLs are refreshed on lease renewal (RENEW), and here only when a key is created (or every 64th claim);
-# the shared unfinished counts are brought up to date on renewal and at the end (`counted`).
+# status included), one HDEL and one HSET of the in-flight hash, one HSET of the results (an HMGET of them before it
+# only when a finished item was no longer in flight: it may be recorded already), one RPUSH of the finish order.
+# TTLs are refreshed on lease renewal (RENEW), and here only when a key is created (or every 64th claim); the shared
+# unfinished counts are brought up to date on renewal and at the end (`counted`).
 # What Redis's Lua costs here is mostly making strings (each one hashed whole as it is made) and converting numbers:
 # each record comes as its own argument, made into the stored value once (with its seq), the finished items'
 # indexes go to HDEL and RPUSH straight from ARGV, and integers reach redis.call as strings made by %d (a number
@@ -135,14 +136,22 @@ local function mark(fed)  -- the job's running and held claims, while its lease 
   set[#set + 1] = 'held:' .. job; set[#set + 1] = ARGV[9]
 end
 local pushed = nil  -- the items recorded, once one was not (recorded already): until then, all of them
+-- An item in flight has no record: recording one takes it out of flight, and one recorded is never claimed again.
+-- So when all n were in flight, none is recorded or repeated; else the results hash says which are.
+local out_of_flight = n > 0 and redis.call('HDEL', KEYS[7], unpack(ARGV, 10, 9 + n)) < n
+local got, seen = {}, nil
+if out_of_flight then got, seen = redis.call('HMGET', KEYS[3], unpack(ARGV, 10, 9 + n)), {} end
+local rows = {}
 for i = 1, n do
   local index, st, id = ARGV[9 + i], ARGV[9 + n + i], nil
   if FAILED[st] then
     failures = failures + 1
     id = ARGV[failures]
   end
-  if redis.call('HSETNX', KEYS[3], index, int('%s,"seq":%d}', ARGV[9 + 2 * n + i], finished + 1)) == 1 then
+  if not got[i] and not (seen and seen[index]) then
+    if seen then seen[index] = true end
     finished = finished + 1
+    rows[#rows + 1] = index; rows[#rows + 1] = int('%s,"seq":%d}', ARGV[9 + 2 * n + i], finished)
     if pushed then pushed[#pushed + 1] = index end
     local s = slot[st]
     m[s] = (tonumber(m[s]) or 0) + 1
@@ -159,7 +168,7 @@ for i = 1, n do
     pushed = {unpack(ARGV, 10, 8 + i)}
   end
 end
-if n > 0 then redis.call('HDEL', KEYS[7], unpack(ARGV, 10, 9 + n)) end
+if #rows > 0 then redis.call('HSET', KEYS[3], unpack(rows)) end
 local recorded = pushed and #pushed or n
 if recorded > 0 then
   if pushed then
