@@ -73,6 +73,15 @@ def _claim(index: Any, raw: bytes, flag: Any) -> Claim:
     )
 
 
+def _claims(reply: list[Any]) -> list[Claim]:
+    """The claims of ADVANCE's reply: the orphans' (index, spec, flag each), then the cursor's (its first index, then
+    a spec each)."""
+    end = 3 + 3 * int(reply[2])
+    claims = [_claim(*reply[i : i + 3]) for i in range(3, end, 3)]
+    first = int(reply[end])
+    return claims + [_claim(first + j, raw, 0) for j, raw in enumerate(reply[end + 1 :])]
+
+
 class Claims:
     """The finish-and-claim script (a shard job's feeder gathers what each call carries)."""
 
@@ -117,7 +126,7 @@ class Claims:
         state = int(reply[0])
         if reply[1]:  # this step ended the batch
             await with_redis_retry(lambda: self.ending.settle(batch_id), outage=self.outage_seconds)
-        claims = [_claim(*reply[i : i + 3]) for i in range(2, len(reply), 3)]
+        claims = _claims(reply) if len(reply) > 2 else []
         return Step(claims, more=state == 1, lost=state == -3)
 
     async def _evalsha(self, keys: list[str], args: list[Any]) -> Any:

@@ -101,9 +101,10 @@ end
 # The job's `busy:<job>` (its calls running as of its last call here: the lanes busy and those this call feeds) and
 # `held:<job>` (ARGV 9 and this call's claims past `free`) are kept in the batch hash while it holds its lease:
 # readers count the one running and the other pending, and a take-over sends the held ones on as never dispatched.
-# Returns {state, final, then index, spec, flag per claim}: state 1 (more may come), 0 (nothing more to claim:
-# done, halted or ended; `final` is the status when this call ended the batch), -2 (the batch is gone), -3 (this
-# job's lease was taken over).
+# Returns {state, final, then the claims}: state 1 (more may come), 0 (nothing more to claim: done, halted or ended;
+# `final` is the status when this call ended the batch), -2 (the batch is gone), -3 (this job's lease was taken
+# over). With state 1 and `want` > 0, the claims follow: the number of orphans claimed, index, spec and flag of each,
+# then the cursor's first index and the specs from it on (flag 0), straight from LRANGE.
 ADVANCE = (
     _COMMON
     + f"""
@@ -223,7 +224,7 @@ if not m[9] then
   write()
   return {-3, ''}
 end
-local out, mine = {1, ''}, {}
+local taken, mine = {}, {}
 -- `orphans` counts entries pushed since the list was last seen empty; missing (a batch from before it) means unknown.
 while want > 0 and (orphans == nil or orphans > 0) do
   local entry = redis.call('LPOP', KEYS[8])
@@ -238,21 +239,18 @@ while want > 0 and (orphans == nil or orphans > 0) do
   local o = string.sub(entry, 1, sep - 1)
   if redis.call('HEXISTS', KEYS[3], o) == 0 and not redis.call('HGET', KEYS[7], o) then
     mine[#mine + 1] = o; mine[#mine + 1] = job
-    out[#out + 1] = o
-    out[#out + 1] = redis.call('LINDEX', KEYS[2], o)
-    out[#out + 1] = tonumber(string.sub(entry, sep + 1))
+    taken[#taken + 1] = o
+    taken[#taken + 1] = redis.call('LINDEX', KEYS[2], o)
+    taken[#taken + 1] = tonumber(string.sub(entry, sep + 1))
     want = want - 1
   end
 end
+local first, specs = claimed, {}
 if want > 0 and claimed < total then
   local k = math.min(want, total - claimed)
-  local specs = redis.call('LRANGE', KEYS[2], int('%d', claimed), int('%d', claimed + k - 1))
+  specs = redis.call('LRANGE', KEYS[2], int('%d', claimed), int('%d', claimed + k - 1))
   for j = 1, k do
-    local index = int('%d', claimed + j - 1)
-    mine[#mine + 1] = index; mine[#mine + 1] = job
-    out[#out + 1] = index
-    out[#out + 1] = specs[j]
-    out[#out + 1] = 0
+    mine[#mine + 1] = int('%d', claimed + j - 1); mine[#mine + 1] = job
   end
   if m[1] == 'queued' then
     set[#set + 1] = 'status'; set[#set + 1] = 'running'
@@ -267,15 +265,21 @@ if want > 0 and claimed < total then
   claimed = claimed + k
 end
 if #mine > 0 then redis.call('HSET', KEYS[7], unpack(mine)) end
+local orphaned = #taken / 3
 if busy then
-  local fed, held_now = (#out - 2) / 3, ARGV[9]
+  local fed, held_now = orphaned + #specs, ARGV[9]
   for j = free + 1, fed do  -- claims beyond those the job may start before its next call: held too
-    held_now = held_now .. (held_now == '' and '' or ',') .. out[3 * j]
+    local index = j <= orphaned and taken[3 * j - 2] or int('%d', first + j - 1 - orphaned)
+    held_now = held_now .. (held_now == '' and '' or ',') .. index
   end
   set[#set + 1] = 'busy:' .. job; set[#set + 1] = int('%d', busy + math.min(waiting, fed))
   set[#set + 1] = 'held:' .. job; set[#set + 1] = held_now
 end
 write()
+if orphaned == 0 then return {1, '', 0, first, unpack(specs)} end
+local out = {1, '', orphaned, unpack(taken)}
+out[#out + 1] = first
+for j = 1, #specs do out[#out + 1] = specs[j] end
 return out
 """
 )

@@ -171,3 +171,18 @@ async def test_an_item_no_longer_in_flight_is_still_recorded_once_in_finish_orde
     row = await store.reads.row(batch_id)
     assert row.finished == 3 and row.counts["ok"] == 3 and not row.counts.get("error")
     assert await redis.hkeys(Keys().inflight(batch_id)) == []
+
+
+async def test_claims_past_those_the_job_may_start_are_held_orphans_and_fresh_alike(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(6))
+    claims = (await store.claims.step(batch_id, job, [], 3)).claims
+    await store.claims.step(batch_id, job, [], 0, give_back=claims[1:2])
+    step = await store.claims.step(batch_id, job, finished(claims[:1]), 3, lanes=(1, 2, 0))
+    assert [(c.index, c.id, c.arguments) for c in step.claims] == [(i, f"c{i}", {"i": i}) for i in (1, 3, 4)]
+    row = await store.reads.row(batch_id)
+    assert row.held == {1, 3, 4} and row.busy == 3
+    step = await store.claims.step(batch_id, job, [], 1, lanes=(3, 1, 0), held=step.claims[2:])
+    assert [c.index for c in step.claims] == [5]
+    row = await store.reads.row(batch_id)
+    assert row.held == {4, 5} and row.busy == 4
