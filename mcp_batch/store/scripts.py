@@ -90,7 +90,8 @@ end
 # What Redis's Lua costs here is mostly making strings (each one hashed whole as it is made) and converting numbers:
 # each record comes as its own argument, made into the stored value once (with its seq), the finished items'
 # indexes go to HDEL and RPUSH straight from ARGV, and integers reach redis.call as strings made by %d (a number
-# argument is printed with %.17g, several times slower).
+# argument is printed with %.17g, several times slower). Tables are made with room for what a call puts in them (a
+# constructor of nils): one grown an entry at a time is rehashed at each power of two.
 # ARGV: 3 job, 4 ttl ms, 5 want, 6 n, the number of finished items, 7 claims given back unrun, `index:flag` comma
 #       separated (they become orphans again, flag kept), 8 `busy waiting free`: the job's lanes with a call
 #       (checks, gate or backend), those waiting for a claim, and how many of this call's claims it may start before
@@ -113,7 +114,8 @@ local FAILED = {_FAILED}
     + """
 local job, ttl, want, n = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local int = string.format  -- int('%d', n): a number as Redis reads it, cheaper than redis.call's own conversion
-local fields = {'status', 'total', 'claimed', 'finished', 'halt', 'deadline_at', 'on_error', 'orphans', 'lease:' .. job}
+local fields = {'status', 'total', 'claimed', 'finished', 'halt', 'deadline_at', 'on_error', 'orphans', 'lease:' .. job,
+  nil, nil, nil, nil, nil, nil, nil}
 local slot = {}
 for i = 10 + n, 9 + 2 * n do
   local st = ARGV[i]
@@ -127,7 +129,7 @@ if not m[1] then return {-2, ''} end
 if TERMINAL[m[1]] then return {0, ''} end
 local claimed, finished, halt, orphans = tonumber(m[3]), tonumber(m[4]), m[5], tonumber(m[8])
 local total = tonumber(m[2])
-local set = {}
+local set = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 local failures = 9 + 3 * n
 local busy, waiting, free = string.match(ARGV[8], '(%d+) (%d+) (%d+)')
 busy, waiting, free = tonumber(busy), tonumber(waiting), tonumber(free)
@@ -140,9 +142,10 @@ local pushed = nil  -- the items recorded, once one was not (recorded already): 
 -- An item in flight has no record: recording one takes it out of flight, and one recorded is never claimed again.
 -- So when all n were in flight, none is recorded or repeated; else the results hash says which are.
 local out_of_flight = n > 0 and redis.call('HDEL', KEYS[7], unpack(ARGV, 10, 9 + n)) < n
-local got, seen = {}, nil
+local none = {}
+local got, seen = none, nil
 if out_of_flight then got, seen = redis.call('HMGET', KEYS[3], unpack(ARGV, 10, 9 + n)), {} end
-local rows = {}
+local rows = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 for i = 1, n do
   local index, st, id = ARGV[9 + i], ARGV[9 + n + i], nil
   if FAILED[st] then
@@ -224,7 +227,7 @@ if not m[9] then
   write()
   return {-3, ''}
 end
-local taken, mine = {}, {}
+local taken, mine = none, {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- `orphans` counts entries pushed since the list was last seen empty; missing (a batch from before it) means unknown.
 while want > 0 and (orphans == nil or orphans > 0) do
   local entry = redis.call('LPOP', KEYS[8])
@@ -239,13 +242,14 @@ while want > 0 and (orphans == nil or orphans > 0) do
   local o = string.sub(entry, 1, sep - 1)
   if redis.call('HEXISTS', KEYS[3], o) == 0 and not redis.call('HGET', KEYS[7], o) then
     mine[#mine + 1] = o; mine[#mine + 1] = job
+    if taken == none then taken = {} end
     taken[#taken + 1] = o
     taken[#taken + 1] = redis.call('LINDEX', KEYS[2], o)
     taken[#taken + 1] = tonumber(string.sub(entry, sep + 1))
     want = want - 1
   end
 end
-local first, specs = claimed, {}
+local first, specs = claimed, none
 if want > 0 and claimed < total then
   local k = math.min(want, total - claimed)
   specs = redis.call('LRANGE', KEYS[2], int('%d', claimed), int('%d', claimed + k - 1))
