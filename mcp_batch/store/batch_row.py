@@ -242,15 +242,20 @@ def new_row(
     """The hash of a batch just submitted. `tenant_counts`: the keys of its tenant's unfinished items and of when its
     stored bytes are released; `links` (retry_of, settings_from, idempotency_key, webhook_url, traceparent) are
     written when set."""
+    # What each finish-and-claim step reads and writes (ADVANCE) comes first: a small hash is stored as one list
+    # (listpack) that Redis scans from its head for each field. The orphans list is empty, and no item has yet the
+    # status nearly every item takes.
     fields: dict[str, Any] = {
         "status": BatchStatus.queued.value,
-        "mode": request.mode.value,
-        "on_error": request.on_error.value,
-        "max_concurrency": max_concurrency,
-        "shards": shards,
         "total": len(request.calls),
         "claimed": 0,
         "finished": 0,
+        "on_error": request.on_error.value,
+        "orphans": 0,
+        f"n:{ItemStatus.ok.value}": 0,
+        "mode": request.mode.value,
+        "max_concurrency": max_concurrency,
+        "shards": shards,
         "counted": 0,  # finished items already taken off the shared unfinished counts (on lease renewal)
         "created_at": repr(now),
         "limits": limits,

@@ -99,6 +99,8 @@ end
 #       separated); then per finished item, in order: n indexes, n statuses, n records without their closing brace
 #       (the script adds `,"seq":N}`); then the item id of each failed item (FAILED), in order.
 # The job's lease is read with the batch hash (its `lease:<job>` field), so the check costs no command of its own.
+# A new batch hash begins with the fields read and written here (batch_row.new_row): while small, Redis keeps it as
+# one list that it scans from its head for each field.
 # The job's `busy:<job>` (its calls running as of its last call here: the lanes busy and those this call feeds) and
 # `held:<job>` (ARGV 9 and this call's claims past `free`) are kept in the batch hash while it holds its lease:
 # readers count the one running and the other pending, and a take-over sends the held ones on as never dispatched.

@@ -186,3 +186,31 @@ async def test_claims_past_those_the_job_may_start_are_held_orphans_and_fresh_al
     assert [c.index for c in step.claims] == [5]
     row = await store.reads.row(batch_id)
     assert row.held == {4, 5} and row.busy == 4
+
+
+async def test_a_new_batch_hash_begins_with_the_fields_each_step_reads(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, _ = await create(store, batch(3))
+    fields = list((await redis.hgetall(Keys().batch(batch_id))).items())[:7]
+    assert fields == [
+        (b"status", b"queued"),
+        (b"total", b"3"),
+        (b"claimed", b"0"),
+        (b"finished", b"0"),
+        (b"on_error", b"continue"),
+        (b"orphans", b"0"),
+        (b"n:ok", b"0"),
+    ]
+
+
+async def test_a_batch_hash_without_the_orphans_and_ok_counts_is_stepped_alike(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(4))
+    await redis.hdel(Keys().batch(batch_id), "orphans", "n:ok")  # as a batch stored before they were written
+    claims = (await store.claims.step(batch_id, job, [], 3)).claims
+    await store.claims.step(batch_id, job, finished(claims[:1]), 0, give_back=claims[1:2])
+    again = (await store.claims.step(batch_id, job, finished(claims[2:3]), 2)).claims
+    assert [(c.index, c.recovered) for c in again] == [(1, False), (3, False)]
+    await store.claims.step(batch_id, job, finished(again), 0)
+    row = await store.reads.row(batch_id)
+    assert row.status == "completed" and row.counts["ok"] == 4 and row.finished == 4
