@@ -20,10 +20,11 @@ from redis.exceptions import NoScriptError
 from mcp_batch.keys import Keys
 from mcp_batch.models import FAILED_ITEM
 from mcp_batch.records import ItemRecord, dump
+from mcp_batch.store.advance import ADVANCE
 from mcp_batch.store.batch_row import load_spec
 from mcp_batch.store.ending import Ending
 from mcp_batch.store.outage import with_redis_retry
-from mcp_batch.store.scripts import ADVANCE, batch_args, batch_keys
+from mcp_batch.store.scripts import batch_args, batch_keys
 
 _FAILED = frozenset(status.value for status in FAILED_ITEM)
 
