@@ -7,7 +7,8 @@ tree's own virtualenv starts a private redis-server on a loopback port in 6400-6
 echo calls through the store (`Submits.create`), and drives `Claims.step` as a shard job's feeder does: each step
 finishes the claims the last one gave (records shaped like a fast echo's) and asks for `--per-step` more. Measured
 from the first step on: Redis CPU per item (INFO cpu, the process's user + sys, and its main thread's), commands per
-item (INFO commandstats: a script's inner commands count, as does its EVALSHA) and µs per EVALSHA (its `usec`).
+item (INFO commandstats: a script's inner commands count, as does its EVALSHA), µs per EVALSHA (its `usec`), and
+the driving process's own CPU per item (what a worker spends on the round trip: packing, redis-py, the claims).
 Rounds interleave the trees (the order alternates); every figure is the median over the rounds.
 
 `--callgrind ITEMS` adds one run per tree with redis-server under valgrind's callgrind, instrumented only while the
@@ -118,13 +119,13 @@ async def child(items: int, per_step: int, callgrind: bool) -> Figures:
             before = await redis.info("cpu")
             if callgrind:
                 await instrument(server.pid, "on")
-            start, steps = time.perf_counter(), 0
+            start, steps, used = time.perf_counter(), 0, time.process_time()
             step = await store.claims.step(batch_id, job, [], per_step, lanes=lanes)
             while step.claims:
                 done = [(claim, records[claim.index]) for claim in step.claims]
                 step = await store.claims.step(batch_id, job, done, per_step, lanes=lanes)
                 steps += 1
-            wall = time.perf_counter() - start
+            wall, used = time.perf_counter() - start, time.process_time() - used
             if callgrind:
                 await instrument(server.pid, "off")
             after = await redis.info("cpu")
@@ -146,6 +147,7 @@ async def child(items: int, per_step: int, callgrind: bool) -> Figures:
             "evalsha_item": int(evalsha["usec"]) / items,
             "steps": steps,
             "wall": wall / items * 1e6,
+            "client": used / items * 1e6,
         }
         if callgrind:
             figures["instructions"] = callgrind_total(workdir) / items
@@ -169,6 +171,7 @@ ROWS = [
     ("EVALSHA µs/item (commandstats usec)", "evalsha_item", "{:.2f}"),
     ("Redis commands/item", "commands", "{:.3f}"),
     ("wall µs/item (client included)", "wall", "{:.1f}"),
+    ("client CPU µs/item (the worker's side: pack, send, parse, claims)", "client", "{:.1f}"),
     ("instructions/item (callgrind)", "instructions", "{:.0f}"),
 ]
 
