@@ -2,13 +2,14 @@
 carries every record ready and asks for the claims the lanes will need.
 
 Read-ahead: while a batch's calls are fast (under _FAST_CALL on average, where a round trip to Redis is a large part
-of an item), the feeder keeps claims in hand, up to three per lane, so a lane that finishes starts its next call at
-once, and records are written a lane's worth at a time while calls run. Only for a read-only batch that does not stop
-on error (`reads_ahead`). A claim in hand is held in Redis against the job like a call in flight (if the worker
-dies, a replacement gets it); one that will not run here is given back. Slow calls gain nothing from it and would
-leave other shards idle at the end while this one holds claims, so then a lane asks for its next claim when it needs
-it, as does every lane of other batches. Either way a record counts as finished only once the script has stored it,
-and once the cursor has reached the end (the batch's last items, all of a small batch) a record goes at once.
+of an item), the feeder keeps claims in hand, up to five per lane, so a lane that finishes starts its next call at
+once, and records are written two lanes' worth at a time while calls run (half the round trips of a lane's worth:
+Redis's CPU per item and the worker's fall with them). Only for a read-only batch that does not stop on error
+(`reads_ahead`). A claim in hand is held in Redis against the job like a call in flight (if the worker dies, a
+replacement gets it); one that will not run here is given back. Slow calls gain nothing from it and would leave other
+shards idle at the end while this one holds claims, so then a lane asks for its next claim when it needs it, as does
+every lane of other batches. Either way a record counts as finished only once the script has stored it, and once the
+cursor has reached the end (the batch's last items, all of a small batch) a record goes at once.
 
 Each round trip tells the store how many of the job's lanes have a call (readers count those `running`) and which
 claims in hand the job keeps unsent until the next round trip is answered (readers count them `pending`; a take-over
@@ -30,7 +31,8 @@ from mcp_batch.store.claims import Claim, Claims
 _LINGER = 0.01  # seconds a finished record may wait for others to share its round trip (read-ahead only)
 _FAST_CALL = 0.05  # seconds: calls faster than this on average are read ahead
 _PACE = 0.2  # weight of the latest call in the running average of call times
-_AHEAD = 3  # claims in hand per lane while reading ahead, of which lanes may take two (see Feeder._keep)
+_AHEAD = 5  # claims in hand per lane while reading ahead, of which lanes may take four (see Feeder._keep)
+_SHARE = 2  # while reading ahead, a round trip carries about this many lanes' worth of records and claims
 
 
 def reads_ahead(meta: BatchMeta) -> bool:
@@ -125,7 +127,7 @@ class Feeder:
 
     @property
     def _keep(self) -> int:
-        """Claims in hand that lanes may take without another round trip (the rest are declared held unsent): two
+        """Claims in hand that lanes may take without another round trip (the rest are declared held unsent): four
         per lane while reading ahead, as many as lanes finish while a round trip tops them up."""
         return (_AHEAD - 1) * self._lanes if self._spare else self._lanes
 
@@ -138,10 +140,10 @@ class Feeder:
         """Whether a round trip should go now: more lanes wait than there are claims they may take, those claims run
         low, or enough records are ready to share one (a record alone waits at most _LINGER for others, and not at
         all once the cursor is at the end)."""
-        batch = self._lanes if self._spare and self._more else 1
-        if self._waiting > len(self._ready) or self._give_back or len(self._records) >= batch:
+        share = _SHARE * self._lanes if self._spare else 1
+        if self._waiting > len(self._ready) or self._give_back or len(self._records) >= (share if self._more else 1):
             return True
-        return self._want() > 0 and len(self._ready) < (self._lanes if self._spare else 1)
+        return self._want() > 0 and len(self._ready) < share
 
     def _kick(self) -> None:
         if self._pump is not None or self._failure is not None:
