@@ -5,7 +5,9 @@ The keys file (`MCP_BATCH_KEYS`, JSON) holds only SHA-256 hashes of keys, never 
     {"keys": [{"sha256": "<hex>", "tenant": "acme", "name": "ci", "servers": ["time", "docs"], "write": false,
                "max_calls_per_batch": 1000, "max_unfinished_items": 50000, "rate_share": 0.5, "proxy": true}]}
 
-`servers` is a list of server names or "*"; `write` lets the key run write tools (`read_only: false`); the ceilings
+`servers` is a list of server names or "*"; `write` lets the key run write tools (`read_only: false`) and cancel
+or delete its tenant's batches; `credentials` lets it set and delete the tenant's backend credentials; `admin` opens
+the operator's routes (see `Right`); the ceilings
 are the key's own, within the service's; `rate_share` is the fraction of each backend's rate limit the tenant's
 calls may use together (all its keys share one bucket per backend); `proxy` lets the key see and call every
 backend tool directly on the MCP door (`server__tool`, when the service turns the proxy on with MCP_BATCH_MCP_PROXY).
@@ -17,6 +19,7 @@ import hashlib
 import json
 import secrets
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
@@ -29,6 +32,19 @@ KEY_PREFIX = "mcpb_"
 DEFAULT_TENANT = "default"  # the one tenant when auth is off
 
 
+class Right(StrEnum):
+    """What a caller may do. A key has `read` always and the others as its keys-file entry says; a token has the
+    rights its scopes map to (a token that maps to none may do nothing)."""
+
+    read = "read"  # submit read-only batches; read, list and stream the tenant's own; answer its questions
+    write = "write"  # write tools too (`read_only: false`), sampling answers, and what cannot be undone: cancel, delete
+    credentials = "credentials"  # set, connect and delete the tenant's own credentials for backends (listing is `read`)
+    admin = "admin"  # the operator's routes
+
+
+ALL_RIGHTS = frozenset(Right)
+
+
 class KeyEntry(BaseModel):
     """One line of the keys file."""
 
@@ -39,6 +55,8 @@ class KeyEntry(BaseModel):
     name: str | None = Field(None, max_length=100, description="What the key is for (shown in logs).")
     servers: list[str] | Literal["*"] = "*"
     write: bool = False
+    credentials: bool = Field(False, description="May set and delete the tenant's credentials for backends.")
+    admin: bool = Field(False, description="May use the operator's routes.")
     max_calls_per_batch: int | None = Field(None, ge=1)
     max_unfinished_items: int | None = Field(None, ge=1)
     max_stored_bytes: int | None = Field(None, ge=1)
@@ -58,7 +76,7 @@ class Caller:
 
     tenant: str
     servers: frozenset[str] | None = None  # None: every server
-    write: bool = True
+    rights: frozenset[Right] = ALL_RIGHTS
     max_calls_per_batch: int | None = None
     max_unfinished_items: int | None = None
     max_stored_bytes: int | None = None
@@ -69,6 +87,13 @@ class Caller:
 
     def may_call(self, server: str) -> bool:
         return self.servers is None or server in self.servers
+
+    def may(self, right: Right) -> bool:
+        return right in self.rights
+
+    @property
+    def write(self) -> bool:
+        return Right.write in self.rights
 
 
 ANYONE = Caller(DEFAULT_TENANT, keyed=False)  # auth off: one tenant that may do everything
@@ -92,7 +117,7 @@ class KeyRing:
             e.sha256: Caller(
                 tenant=e.tenant,
                 servers=None if e.servers == "*" else frozenset(e.servers),
-                write=e.write,
+                rights=key_rights(e),
                 max_calls_per_batch=e.max_calls_per_batch,
                 max_unfinished_items=e.max_unfinished_items,
                 max_stored_bytes=e.max_stored_bytes,
@@ -106,6 +131,20 @@ class KeyRing:
     def caller(self, key: str) -> Caller | None:
         """The caller a presented key belongs to, or None."""
         return self._callers.get(hash_key(key))
+
+
+def key_rights(entry: KeyEntry) -> frozenset[Right]:
+    """A key's rights: `read` always, the rest as its entry says."""
+    flags = {Right.write: entry.write, Right.credentials: entry.credentials, Right.admin: entry.admin}
+    return frozenset({Right.read, *(right for right, on in flags.items() if on)})
+
+
+def require(caller: Caller, right: Right, what: str) -> None:
+    """Forbidden, naming the right, unless the caller has it; `what` says what was refused ("cancel a batch")."""
+    if not caller.may(right):
+        raise Forbidden(
+            [Problem((), f"{what} needs the {right.value!r} right, which this caller does not have", "forbidden")]
+        )
 
 
 def load_keys(path: Path | None) -> KeyRing:

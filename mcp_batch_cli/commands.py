@@ -98,8 +98,9 @@ def _keys_new(args: argparse.Namespace) -> int:
         line["name"] = args.name
     if args.servers != "*":
         line["servers"] = [name.strip() for name in args.servers.split(",") if name.strip()]
-    if args.write:
-        line["write"] = True
+    for right in ("write", "credentials", "admin"):
+        if getattr(args, right):
+            line[right] = True
     for field in ("max_calls_per_batch", "max_unfinished_items", "max_stored_bytes", "rate_share"):
         if getattr(args, field) is not None:
             line[field] = getattr(args, field)
@@ -157,7 +158,11 @@ def _add_process_commands(sub: Any) -> None:
     new.add_argument("--tenant", required=True, help="the tenant the key acts for (required)")
     new.add_argument("--name", help="what the key is for (default: none)")
     new.add_argument("--servers", default="*", metavar="A,B", help="servers it may call (default: all, *)")
-    new.add_argument("--write", action="store_true", help="it may run write tools, read_only: false (default: no)")
+    new.add_argument(
+        "--write", action="store_true", help="it may run write tools and cancel or delete batches (default: no)"
+    )
+    new.add_argument("--credentials", action="store_true", help="it may set the tenant's backend credentials (no)")
+    new.add_argument("--admin", action="store_true", help="it may use the operator's routes (default: no)")
     new.add_argument("--max-calls-per-batch", type=int, metavar="N", help="its own most calls per batch (the server's)")
     new.add_argument(
         "--max-unfinished-items", type=int, metavar="N", help="its tenant's most unfinished items (the server's)"
