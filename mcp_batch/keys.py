@@ -53,6 +53,10 @@ Control plane (MCP_BATCH_REDIS_URL: one Redis, standalone or Sentinel; a few com
     {p}:workers               zset    worker id -> its last heartbeat (ms); live workers decide how a batch is sharded
     {p}:cursor-secret         string  the random key cursors are signed with when MCP_BATCH_CURSOR_SECRET is unset
     {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)
+Channels are the server's, not a database's (pub/sub ignores the database number), so on a database other than 0
+they carry its number, `{p}:<db>:events:...`: deployments that share a Redis on different databases never hear each
+other's messages.
+
     {p}:events:done           channel a batch id, published once when that batch reaches a terminal status
     {p}:events:wake           channel published after each enqueue, so idle workers poll at once
     {p}:events:released       channel a server name, published when one of its leases is released
@@ -82,9 +86,14 @@ def is_batch_id(value: str) -> bool:
 
 @dataclass(frozen=True)
 class Keys:
-    """Key names for one deployment prefix."""
+    """Key names for one deployment prefix; `database`, the control plane's database, scopes the channels."""
 
     prefix: str = "mcpb"
+    database: int = 0
+
+    def _channel(self, name: str) -> str:
+        scope = f"{self.prefix}:{self.database}" if self.database else self.prefix
+        return f"{scope}:events:{name}"
 
     def _tagged(self, kind: str, tag: str, rest: str = "") -> str:
         """`{p}:<kind>:{<tag>}<rest>`: every key of one batch, backend or tenant hashes to one cluster slot."""
@@ -228,16 +237,16 @@ class Keys:
 
     @property
     def done_channel(self) -> str:
-        return f"{self.prefix}:events:done"
+        return self._channel("done")
 
     @property
     def wake_channel(self) -> str:
-        return f"{self.prefix}:events:wake"
+        return self._channel("wake")
 
     @property
     def released_channel(self) -> str:
-        return f"{self.prefix}:events:released"
+        return self._channel("released")
 
     @property
     def cancel_channel(self) -> str:
-        return f"{self.prefix}:events:cancel"
+        return self._channel("cancel")

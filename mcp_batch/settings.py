@@ -10,6 +10,8 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mcp_batch.host_policy import host_entry, origin_entry
+from mcp_batch.keys import Keys
+from mcp_batch.redis_urls import database_of
 from mcp_batch.webhook_urls import allow_entry
 
 
@@ -268,6 +270,11 @@ class Settings(BaseSettings):
         description="Most writes of one running item's progress (its backend's notifications/progress) per second; "
         "the latest report is kept, those in between are dropped.",
     )
+
+    @property
+    def key_names(self) -> Keys:
+        """This deployment's key names; its channels carry the control plane's database (pub/sub ignores it)."""
+        return Keys(self.key_prefix, database_of(self.redis_url))
 
     @field_validator("webhook_allow")
     @classmethod

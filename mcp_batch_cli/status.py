@@ -22,7 +22,6 @@ from redis.exceptions import RedisError
 
 from mcp_batch.backends.servers_file import Registry, load_servers
 from mcp_batch.errors import ConfigError
-from mcp_batch.keys import Keys
 from mcp_batch.ops import durability
 from mcp_batch.ops.durability import Durability
 from mcp_batch.settings import Settings
@@ -100,7 +99,7 @@ async def gather(settings: Settings, source: str = "MCP_BATCH_REDIS_URL") -> Sta
     try:
         async with asyncio.timeout(_TIMEOUT_SECONDS):
             data = await connection.data_client(settings, redis)
-            keys = Keys(settings.key_prefix)
+            keys = settings.key_names
             state = await overview.read(redis, keys, registry, settings.default_timeout_seconds, data)
             persistence = await durability.read(data, settings)
     except (RedisError, OSError, ConfigError) as exc:  # OSError includes the timeout

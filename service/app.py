@@ -16,7 +16,6 @@ from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.host_policy import HostPolicy, authority
-from mcp_batch.keys import Keys
 from mcp_batch.models import ErrorDetail
 from mcp_batch.ops import durability, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
@@ -51,7 +50,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     tracing.configure("mcp-batch-api")  # only when the OTEL_* variables ask for traces
     registry = load_servers(settings.servers)
     keyring = None if settings.auth == "none" else load_keys(settings.keys)  # a bad keys file stops start-up too
-    keys = Keys(settings.key_prefix)
+    keys = settings.key_names
     mcp = build_mcp_server(lambda: app.state.services, settings)
     metrics = ApiMetrics()
 

@@ -88,7 +88,7 @@ class Store:
         `redis` the data plane, `control` the control plane's arq pool, when they differ)."""
         return cls(
             redis,
-            Keys(settings.key_prefix),
+            settings.key_names,
             settings.retention_seconds,
             done,
             settings.response_max_bytes,

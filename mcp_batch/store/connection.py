@@ -14,7 +14,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
 
 from arq import ArqRedis, create_pool
 from arq.connections import RedisSettings
@@ -23,7 +22,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisError
 
 from mcp_batch.errors import ConfigError
-from mcp_batch.keys import Keys
+from mcp_batch.redis_urls import scheme_of, split
 from mcp_batch.settings import Settings
 from mcp_batch.store.sentinel import SCHEME as SENTINEL_SCHEME
 from mcp_batch.store.sentinel import arq_settings, client, close_sentinels, is_sentinel_url
@@ -42,7 +41,7 @@ Builder = Callable[[str, Settings, str], Awaitable[Redis]]  # (url, settings, th
 
 
 def is_cluster_url(url: str) -> bool:
-    return urlsplit(url).scheme == CLUSTER_SCHEME
+    return scheme_of(url) == CLUSTER_SCHEME
 
 
 async def _cluster_enabled(client: Redis) -> bool:
@@ -59,14 +58,12 @@ async def _standalone(url: str, settings: Settings, setting: str) -> Redis:
 
 
 def _nodes(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
-    parts = urlsplit(url)
+    parts = split(url)
     options: dict[str, Any] = {}
-    hosts = parts.netloc.rpartition("@")
-    if hosts[1]:
-        user, _, password = hosts[0].partition(":")
-        options = {"username": unquote(user) or None, "password": unquote(password) or None}
+    if parts.username or parts.password:
+        options = {"username": parts.username, "password": parts.password}
     nodes = []
-    for entry in hosts[2].split(","):
+    for entry in parts.hosts.split(","):
         host, _, port = entry.rpartition(":")
         nodes.append((host.strip("[]") or "127.0.0.1", int(port or 6379)))
     return nodes, options
@@ -102,7 +99,7 @@ BUILDERS: dict[str, Builder] = {
 
 async def connect(url: str, settings: Settings, setting: str = DATA_SETTING) -> Redis:
     """A client for `url` (standalone, or `redis+cluster://`), checked to be the kind of Redis the URL says."""
-    scheme = urlsplit(url).scheme
+    scheme = scheme_of(url)
     if scheme == CLUSTER_SCHEME:
         return await _cluster(url, settings, setting)
     builder = BUILDERS.get(scheme)
@@ -134,7 +131,7 @@ async def check_control(pool: Redis) -> None:
 async def control_pool(settings: Settings) -> ArqRedis:
     """The control plane: arq's pool over MCP_BATCH_REDIS_URL, checked to be no cluster (tried again a few times
     while its Redis does not answer, as arq does)."""
-    queue = Keys(settings.key_prefix).queue
+    queue = settings.key_names.queue
     if not is_sentinel_url(settings.redis_url):
         pool = await create_pool(control_settings(settings), default_queue_name=queue)
     else:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from arq.connections import RedisSettings
 from redis.asyncio import Redis
 from redis.asyncio.sentinel import Sentinel
 
 from mcp_batch.errors import ConfigError
+from mcp_batch.redis_urls import scheme_of, split
 
 SCHEME = "redis+sentinel"
 SENTINEL_PORT = 26379
@@ -40,22 +41,18 @@ class SentinelUrl:
 
 
 def is_sentinel_url(url: str) -> bool:
-    return urlsplit(url).scheme == SCHEME
+    return scheme_of(url) == SCHEME
 
 
 def parse(url: str, setting: str = "MCP_BATCH_REDIS_URL") -> SentinelUrl:
     """The URL's parts; ConfigError naming the setting and what is wrong (never the URL: it may hold a password)."""
-    parts = urlsplit(url)
-    credentials, at, hosts = parts.netloc.rpartition("@")
-    username = password = None
-    if at:
-        user, _, secret = credentials.partition(":")
-        username, password = unquote(user) or None, unquote(secret) or None
-    sentinels = [_address(entry, setting) for entry in hosts.split(",")]
+    parts = split(url)
+    sentinels = [_address(entry, setting) for entry in parts.hosts.split(",")]
     path = [segment for segment in parts.path.split("/") if segment]
     if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
         raise ConfigError(f"{setting}: name the service the sentinels monitor, and a database number if any ({FORM})")
-    return SentinelUrl(sentinels, unquote(path[0]), int(path[1]) if len(path) == 2 else 0, username, password)
+    db = int(path[1]) if len(path) == 2 else 0
+    return SentinelUrl(sentinels, unquote(path[0]), db, parts.username, parts.password)
 
 
 def _address(entry: str, setting: str) -> tuple[str, int]:
