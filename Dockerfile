@@ -5,10 +5,11 @@ COPY --from=ghcr.io/astral-sh/uv:0.13 /uv /usr/local/bin/uv
 ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy PATH="/app/.venv/bin:$PATH"
 WORKDIR /app
 
-# Dependencies first, so code changes do not rebuild them. The `tracing` extra (the OpenTelemetry SDK and its OTLP
+# Dependencies first, so code changes do not rebuild them; none of the default groups (the tests' tools, the
+# embedded Valkey `mcp-batch dev` falls back on). The `tracing` extra (the OpenTelemetry SDK and its OTLP
 # exporter) is only set up when OTEL_* variables ask for traces.
 COPY pyproject.toml uv.lock README.md ./
-RUN uv sync --locked --no-dev --extra tracing --no-install-project
+RUN uv sync --locked --no-default-groups --extra tracing --no-install-project
 
 COPY mcp_batch ./mcp_batch
 COPY service ./service
@@ -16,7 +17,7 @@ COPY worker ./worker
 COPY mcp_batch_cli ./mcp_batch_cli
 COPY demo ./demo
 COPY examples ./examples
-RUN uv sync --locked --no-dev --extra tracing
+RUN uv sync --locked --no-default-groups --extra tracing
 
 RUN useradd --create-home --uid 10001 app
 USER app

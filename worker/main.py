@@ -24,7 +24,6 @@ from mcp_batch.backends.priority import Priorities
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.contract.item_cursors import CursorKey
-from mcp_batch.keys import Keys
 from mcp_batch.ops import durability, logs, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.ops.replication import WriteGuard
@@ -60,7 +59,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     keep_payloads_out_of_logs()
     tracing.configure("mcp-batch-worker")  # only when the OTEL_* variables ask for traces
     registry = load_servers(settings.servers)
-    keys = Keys(settings.key_prefix)
+    keys = settings.key_names
     redis = ctx["redis"]
     await check_control(redis)
     data = await data_client(settings, redis)
@@ -167,6 +166,7 @@ class Worker(ArqWorker):
         self._listener: Listener | None = None
         self._watch = ExitStack()
         self._draining: asyncio.Future[None] | None = None
+        self._stopped_by: signal.Signals | None = None  # the signal that began a graceful stop
         self._pick: JobPick | None = None
 
     # arq internal (0.28): arq opens its pool in main() when given none; ours is opened as the API's is (a Sentinel
@@ -239,9 +239,12 @@ class Worker(ArqWorker):
         does not: `uv run` passes on a SIGTERM sent to its whole process group (`kill -TERM -<pgid>`, systemd's
         control-group kill, `docker stop` of a wrapped command), so one stop often arrives twice. Anything else:
         arq's own stop."""
-        if signum not in (signal.SIGTERM, signal.SIGINT):
+        if signum == signal.SIGUSR1 and self._stopped_by is not None:
+            super().handle_sig(self._stopped_by)  # arq's close() of a worker run in a program: the program's signal
+        elif signum not in (signal.SIGTERM, signal.SIGINT):
             super().handle_sig(signal.Signals(signum))
         elif self._draining is None:
+            self._stopped_by = signal.Signals(signum)
             self._draining = asyncio.ensure_future(self.drain())
         elif signum == signal.SIGINT:
             super().handle_sig(signal.Signals(signum))
@@ -286,7 +289,7 @@ def arq_options(settings: Settings) -> dict[str, Any]:
         "functions": [job],
         "on_startup": startup,
         "on_shutdown": shutdown,
-        "queue_name": queue_name(Keys(settings.key_prefix)),
+        "queue_name": queue_name(settings.key_names),
         "redis_settings": control_settings(settings),
         "max_jobs": settings.worker_max_jobs,
         "ctx": {"settings": settings},
@@ -299,7 +302,7 @@ def create_worker(settings: Settings | None = None, **overrides: Any) -> Worker:
     settings = settings or get_settings()
     options = arq_options(settings) | overrides
     return Worker(
-        wake_channel=wake_channel(Keys(settings.key_prefix)),
+        wake_channel=wake_channel(settings.key_names),
         idle_poll_seconds=settings.worker_idle_poll_seconds,
         **options,
     )
