@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import hypothesis
 import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.settings import Settings
 from tests.redis_server import RedisServer
+from tests.suite_redis import DEFAULT_URL, URL_ENV, SuiteRedis, choose
 from tests.support import (
     FORKS_ENV,
     HttpBackendProcess,
@@ -53,10 +55,46 @@ def worker_redis_url(base: str, worker: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(path=f"/{number}"))
 
 
-REDIS_URL = worker_redis_url(
-    os.environ.get("MCP_BATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
-    os.environ.get("PYTEST_XDIST_WORKER", "gw0"),
-)
+def _this_workers_url() -> str:
+    return worker_redis_url(os.environ.get(URL_ENV, DEFAULT_URL), os.environ.get("PYTEST_XDIST_WORKER", "gw0"))
+
+
+# Hypothesis's wall-clock checks (a 200 ms deadline per example, "data generation is extremely slow") measure how
+# busy the machine is, not the code: on 2 loaded cores they fail a sound test now and then. Example counts stay.
+hypothesis.settings.register_profile("suite", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
+hypothesis.settings.load_profile("suite")
+
+REDIS_URL = _this_workers_url()  # an xdist worker's is final here; the controller's is set again at configure
+_suite_redis = pytest.StashKey[SuiteRedis]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's Redis, chosen once (tests/suite_redis.py) by the process that runs pytest; its workers inherit it."""
+    global REDIS_URL
+    if hasattr(config, "workerinput"):
+        return
+    chosen = choose(dict(os.environ))
+    config.stash[_suite_redis] = chosen
+    os.environ[URL_ENV] = chosen.url
+    # Hypothesis's wall-clock checks (a 200 ms deadline per example, "data generation is extremely slow") measure how
+
+
+# busy the machine is, not the code: on 2 loaded cores they fail a sound test now and then. Example counts stay.
+hypothesis.settings.register_profile("suite", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
+hypothesis.settings.load_profile("suite")
+
+REDIS_URL = _this_workers_url()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    chosen = config.stash.get(_suite_redis, None)
+    if chosen is not None:
+        chosen.stop()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    chosen = config.stash.get(_suite_redis, None)
+    return None if chosen is None else f"redis: {chosen.description}"
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -89,8 +127,8 @@ async def redis() -> AsyncIterator[aioredis.Redis]:
 
 @pytest.fixture
 async def own_redis(tmp_path: Path) -> AsyncIterator[RedisServer]:
-    """A redis-server of this test's own, for what the shared one cannot give: server-wide figures (command counts,
-    memory) that no other worker's tests disturb, or a Redis to stop."""
+    """A Redis server of this test's own (either engine), for what the shared one cannot give: server-wide figures
+    (command counts, memory) that no other worker's tests disturb, or a Redis to stop."""
     server = RedisServer(tmp_path / "redis")
     await server.start()
     yield server

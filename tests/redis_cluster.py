@@ -12,7 +12,7 @@ from pathlib import Path
 import redis
 
 from tests.ports import cluster_port
-from tests.redis_server import Engine, binaries
+from tests.redis_server import ANY_ENGINE, Engine, binaries
 from tests.support import eventually_blocking
 
 NODE_TIMEOUT_MS = 1_000  # how long a master may be silent before its replica is promoted: short, so tests are too
@@ -60,7 +60,7 @@ class Node:
 class ClusterServers:
     """`masters` masters and `replicas` replicas of each, one server process per node."""
 
-    def __init__(self, directory: Path, masters: int = 3, replicas: int = 0, engine: Engine = "redis") -> None:
+    def __init__(self, directory: Path, masters: int = 3, replicas: int = 0, engine: Engine = ANY_ENGINE) -> None:
         self.engine = engine
         tools = binaries(engine)
         self.cli = tools.cli

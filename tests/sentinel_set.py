@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from mcp_batch.models import TERMINAL_BATCH
 from mcp_batch.ops import replication
 from tests.ports import free_port
-from tests.redis_server import ENGINES, Engine, RedisServer, binaries
+from tests.redis_server import ANY_ENGINE, ENGINES, Engine, RedisServer, binaries
 from tests.support import eventually
 
 SERVICE = "mcpbatch"
@@ -65,7 +65,7 @@ class SentinelProcess:
 class SentinelSet:
     """The primary, its replica and three sentinels; `url` is the service's Sentinel URL."""
 
-    def __init__(self, directory: Path, engine: Engine = "redis") -> None:
+    def __init__(self, directory: Path, engine: Engine = ANY_ENGINE) -> None:
         self.engine = engine
         self.primary = RedisServer(directory / "primary", QUICK_SYNC, engine=engine)
         replica_of = [*QUICK_SYNC, "--replicaof", "127.0.0.1", str(self.primary.port)]
