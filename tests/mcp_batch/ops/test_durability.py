@@ -35,8 +35,9 @@ CONFIGS = {
 
 @pytest.fixture
 async def redises(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
-    """One redis-server per configuration, each on its own port and directory: name -> URL."""
-    started = [RedisServer(tmp_path / name, options) for name, options in CONFIGS.items()]
+    """One redis-server (Redis 7.0: no WAITAOF, which these tests are about) per configuration, each on its own port
+    and directory: name -> URL."""
+    started = [RedisServer(tmp_path / name, options, engine="redis") for name, options in CONFIGS.items()]
     await asyncio.gather(*(server.start() for server in started))
     yield {name: server.url for name, server in zip(CONFIGS, started, strict=True)}
     for server in started:
