@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mcp_batch.host_policy import host_entry, origin_entry
-from mcp_batch.keys import Keys
 from mcp_batch.redis_urls import database_of
+
+if TYPE_CHECKING:
+    from mcp_batch.keys import Keys
 from mcp_batch.webhook_urls import allow_entry
 
 
@@ -274,6 +276,8 @@ class Settings(BaseSettings):
     @property
     def key_names(self) -> Keys:
         """This deployment's key names; its channels carry the control plane's database (pub/sub ignores it)."""
+        from mcp_batch.keys import Keys  # here: keys.py imports arq, which a command's start-up need not pay for
+
         return Keys(self.key_prefix, database_of(self.redis_url))
 
     @field_validator("webhook_allow")
