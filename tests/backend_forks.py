@@ -1,5 +1,7 @@
 """A fork server for the tests' own backend (tests/fault_backend.py), as multiprocessing's forkserver is for its
 workers: one process per test worker imports the backend once, and each backend a test starts is forked from it.
+The tests' runs of the `mcp-batch` command are forked from it too (the launcher's `--mcp-batch`): the same `main` the
+console script calls, in a process of its own with the launcher's pipes, environment and working directory.
 
 Importing the MCP SDK costs a Python process a second or more of CPU (pydantic building the protocol's models), and
 the suite starts a backend process for most of its tests. A forked backend is the same real server in a real process
@@ -28,7 +30,8 @@ HEADER_BYTES = 1 << 20  # one launcher's arguments, environment and working dire
 
 
 def _run_backend(fds: list[int], header: dict[str, object]) -> int:
-    """In the forked child: become the backend the launcher asked for; its exit code."""
+    """In the forked child: become the backend (or the `mcp-batch` command) the launcher asked for; its exit code."""
+    from mcp_batch_cli import commands
     from tests import fault_backend
 
     for target, fd in zip((0, 1, 2), fds, strict=True):
@@ -38,10 +41,11 @@ def _run_backend(fds: list[int], header: dict[str, object]) -> int:
     os.environ.update(dict(header["env"]))  # type: ignore[call-overload]
     os.chdir(str(header["cwd"]))
     argv = [str(arg) for arg in header["argv"]]  # type: ignore[attr-defined]
-    sys.argv = ["fault_backend", *argv]
+    command = header.get("kind") == "mcp-batch"
+    sys.argv = ["mcp-batch" if command else "fault_backend", *argv]
     random.seed()  # not the fork server's state, shared by every child
     try:
-        fault_backend.main(argv)
+        commands.main(argv) if command else fault_backend.main(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -145,6 +149,8 @@ class ForkServer:
 
 
 def main() -> None:
+    import mcp_batch.client.sync_client  # noqa: F401 - and the command's, whose verbs import their client late
+    import mcp_batch_cli.commands  # noqa: F401
     import tests.fault_backend  # noqa: F401 - the slow import, once, before any fork
 
     ForkServer(sys.argv[1]).serve()

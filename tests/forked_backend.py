@@ -2,6 +2,7 @@
 for the backend the fork server forks for it. Standard library only, so it starts in a few tens of milliseconds.
 
     python -m tests.forked_backend SOCKET [fault_backend's arguments...]
+    python -m tests.forked_backend SOCKET --mcp-batch [the command's arguments...]
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import sys
 
 def main() -> None:
     path, argv = sys.argv[1], sys.argv[2:]
+    kind = "mcp-batch" if argv[:1] == ["--mcp-batch"] else "backend"
+    argv = argv[1:] if kind == "mcp-batch" else argv
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     server.connect(path)
-    header = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    header = json.dumps({"kind": kind, "argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
     socket.send_fds(server, [header], [0, 1, 2])
     # The backend's pipes are the backend's alone: its stdout closes when it exits, not when this process does.
     null = os.open(os.devnull, os.O_RDWR)

@@ -107,9 +107,13 @@ def command_env(**extra: str) -> dict[str, str]:
 async def run_command(
     *argv: str, env: dict[str, str], stdin: bytes | None = None, timeout: float = 60
 ) -> tuple[int, str, str]:
-    """Run the installed `mcp-batch ARGV` as a process: (exit code, stdout, stderr)."""
+    """Run `mcp-batch ARGV` as a process of its own: (exit code, stdout, stderr). Forked by this test worker's fork
+    server where one runs (tests/backend_forks.py: a cold start imports for a second or more), else the installed
+    console script."""
+    forks = os.environ.get(FORKS_ENV)
+    command = [sys.executable, "-m", "tests.forked_backend", forks, "--mcp-batch"] if forks else [MCP_BATCH]
     process = await asyncio.create_subprocess_exec(
-        MCP_BATCH,
+        *command,
         *argv,
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
