@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client import Transport
 from mcp.client.session import LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
@@ -22,7 +22,8 @@ from mcp_batch.backend_info import ToolInfo
 from mcp_batch.backends.asking import Answerers, declining
 from mcp_batch.backends.failures import describe
 from mcp_batch.backends.servers_file import Backend, HttpBackend
-from mcp_batch.backends.stdio_probe import StdioProbe, watching
+from mcp_batch.backends.stdio import StdioTransport
+from mcp_batch.backends.stdio_pipes import StdioProbe
 from mcp_batch.errors import BackendError, BackendUnauthenticated, MCPBatchError
 
 _MAX_TOOL_PAGES = 100  # a paginator that never ends cannot hang start-up
@@ -93,14 +94,9 @@ async def connect(
                 transport = streamable_http_client(backend.url, http_client=http)
                 client = await stack.enter_async_context(_client(transport, answerers, logs, log_level))
             else:
-                params = StdioServerParameters(
-                    command=backend.command,
-                    args=backend.args,
-                    env={k: v.get_secret_value() for k, v in backend.env.items()},
-                    cwd=backend.cwd,
-                )
-                with watching(probe):  # the process starts as the client is entered
-                    client = await stack.enter_async_context(_client(params, answerers, logs, log_level))
+                env = {k: v.get_secret_value() for k, v in backend.env.items()}
+                pipes = StdioTransport(backend.command, backend.args, env, backend.cwd, probe)
+                client = await stack.enter_async_context(_client(pipes, answerers, logs, log_level))
             phase = "listing tools"
             yield client
     except MCPBatchError:
@@ -113,7 +109,7 @@ async def connect(
 
 
 def _client(
-    server: Transport | StdioServerParameters,
+    server: Transport,
     answerers: Answerers,
     logs: LoggingFnT | None,
     log_level: LoggingLevel | None,

@@ -166,11 +166,9 @@ async def test_garbage_lines_on_stdio_stdout_are_skipped(client: httpx.AsyncClie
     assert items["before"]["structured_content"]["pid"] == items["later"]["structured_content"]["pid"]  # same session
 
 
-async def test_bytes_on_stdio_stdout_that_are_not_utf8_stall_the_session_until_the_call_times_out(
-    client: httpx.AsyncClient,
-) -> None:
-    # The SDK's stdio reader dies on undecodable bytes and keeps draining the pipe: the answer is lost, and nothing
-    # tells the session. The call times out (not repeated); the next call finds the session dead and opens another.
+async def test_bytes_on_stdio_stdout_that_are_not_utf8_cost_only_their_own_line(client: httpx.AsyncClient) -> None:
+    # The stdio transport reads lines as bytes: an undecodable line is one parse error the session skips, and the
+    # answer on the next line still arrives, on the same session.
     calls = [
         {"id": "before", "server": "quick", "tool": "stats"},
         {"id": "garble", "server": "quick", "tool": "garble", "arguments": {"binary": True}},
@@ -178,10 +176,9 @@ async def test_bytes_on_stdio_stdout_that_are_not_utf8_stall_the_session_until_t
     ]
     document = await run_batch(client, calls, mode="serial")
     items = by_id(document)
-    assert items["garble"]["status"] == "timeout" and items["garble"]["attempts"] == 1
-    assert items["garble"]["error"]["message"] == "'quick' did not answer 'garble' within 1s"
-    assert items["before"]["status"] == "ok" and items["after"]["status"] == "ok"
-    assert items["before"]["structured_content"]["pid"] != items["after"]["structured_content"]["pid"]
+    assert [items[key]["status"] for key in ("before", "garble", "after")] == ["ok", "ok", "ok"]
+    assert items["garble"]["content"][0]["text"] == "garbled" and items["garble"]["attempts"] == 1
+    assert items["before"]["structured_content"]["pid"] == items["after"]["structured_content"]["pid"]
 
 
 async def test_a_timeout_is_not_retried(client: httpx.AsyncClient, fresh_backend: HttpBackendProcess) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.client import ClientRequestContext, ClientSession
 
 from mcp_batch.backends.servers_file import Backend, parse_servers
 from tests.support import HttpBackendProcess, stdio_demo
@@ -50,9 +51,11 @@ async def test_an_answer_asking_for_input_is_driven_to_its_end_through_the_seats
     assert text(result) == "answered decline: null"
 
 
-def test_the_sdk_driver_a_session_hands_input_requests_to_is_still_there() -> None:
-    # worker/sessions.py::_call_tool calls this private method of the SDK's Client with the first InputRequiredResult
-    # and its own send; a change of its name or parameters must fail here, not in production.
-    driver = getattr(Client, "_drive_input_required", None)
-    assert driver is not None and inspect.iscoroutinefunction(driver)
-    assert list(inspect.signature(driver).parameters) == ["self", "first", "retry"]
+def test_the_public_sdk_calls_a_session_answers_questions_through_are_still_there() -> None:
+    # worker/sessions.py::_call_tool answers a first input-required round through the session's callback table and
+    # hands the answers to client.call_tool: a change of either's parameters must fail here, not in production.
+    dispatch = inspect.signature(ClientSession.dispatch_input_request).parameters
+    assert list(dispatch) == ["self", "ctx", "request"]
+    call = inspect.signature(Client.call_tool).parameters
+    assert {"progress_callback", "input_responses", "request_state"} <= set(call)
+    assert list(inspect.signature(ClientRequestContext).parameters) == ["session", "request_id", "meta"]
