@@ -65,10 +65,9 @@ class Feeder:
         self._marked = False  # the store holds a non-zero busy count or held claims of this job
         self._records: list[tuple[Claim, ItemRecord]] = []
         self._give_back: list[Claim] = []
-        self._waiting = 0
+        self._waiters: deque[asyncio.Future[Claim | None]] = deque()  # lanes waiting for a claim, first come first
         self._more = True  # the store may still have claims for this job
         self._failure: BaseException | None = None
-        self._changed = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.lost = False  # the job's lease was taken over
@@ -84,26 +83,33 @@ class Feeder:
         self._kick()
 
     async def next(self, stopping: bool = False) -> Claim | None:
-        """The next claim for a lane; None when there is none to take (`stopping`: the lane takes no more)."""
-        while True:
-            if self._failure is not None:
-                raise self._failure
-            if stopping or self.lost:
-                return None
-            if self._ready:
-                claim = self._ready.popleft()
-                self._busy += 1
-                self._kick()  # top the claims in hand up while this one runs
-                return claim
-            if not self._more and not self._locked:
-                return None
-            changed = self._changed
-            self._waiting += 1
-            self._kick()
-            try:
-                await changed.wait()
-            finally:
-                self._waiting -= 1
+        """The next claim for a lane; None when there is none to take (`stopping`: the lane takes no more). A lane
+        that waits is handed its claim by the round trip that brings it: only the lanes served wake."""
+        if self._failure is not None:
+            raise self._failure
+        if stopping or self.lost:
+            return None
+        if self._ready:
+            claim = self._ready.popleft()
+            self._busy += 1
+            self._kick()  # top the claims in hand up while this one runs
+            return claim
+        if not self._more and not self._locked:
+            return None
+        waiter: asyncio.Future[Claim | None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._kick()
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                handed = waiter.result()  # handed over as the lane was cancelled: in hand again
+                if handed is not None:
+                    self._ready.appendleft(handed)
+                    self._busy -= 1
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
 
     async def close(self) -> None:
         """Store what is left and give back the claims not run here (once every lane has stopped)."""
@@ -215,6 +221,26 @@ class Feeder:
         self._locked = in_hand[min(keep, free) :]
         return in_hand[keep:]
 
+    @property
+    def _waiting(self) -> int:
+        return len(self._waiters)
+
     def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        """Hand claims in hand to the lanes waiting, in turn; the rest learn there is nothing to take, or the
+        failure, once that is so."""
+        if self._failure is None:
+            while self._waiters and self._ready:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    self._busy += 1
+                    waiter.set_result(self._ready.popleft())
+            if not self._waiters or (not self.lost and (self._more or self._locked)):
+                return
+        waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            if waiter.done():
+                continue
+            if self._failure is not None:
+                waiter.set_exception(self._failure)
+            else:
+                waiter.set_result(None)

@@ -14,19 +14,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp import Client
-from mcp.client import ClientRequestContext, ClientSession
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    CONNECTION_CLOSED,
-    HEADER_MISMATCH,
-    CallToolResult,
-    ErrorData,
-    InputRequest,
-    InputRequiredResult,
-    InputResponse,
-    InputResponses,
-)
+from mcp_types import CONNECTION_CLOSED, CallToolResult
 
 from mcp_batch.backend_info import ToolInfo
 from mcp_batch.backends.catalog import Catalog
@@ -38,12 +28,12 @@ from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, Bac
 from worker.admission import Gate
 from worker.backend_logs import BackendLogs
 from worker.questions import Seats, current
+from worker.tool_call import call_tool
 
 logger = logging.getLogger(__name__)
 
 _STOP_SECONDS = 10.0  # longest a cancelled session's owner gets to close its client (the SDK kills within ~4 s)
 _PING_SECONDS = 5.0  # after a timeout, how long a backend has to prove it is still alive
-_STATE_ONLY_SECONDS = 0.05  # before resending a call answered with only a state (the SDK driver's first wait)
 
 
 class BackendSession:
@@ -137,7 +127,7 @@ class BackendSession:
             async with asyncio.timeout(timeout) as timer:  # no extra task per call, unlike wait_for
                 seat = self.seats.sit(timer)
                 try:
-                    return await _call_tool(client, tool, arguments, progress)
+                    return await call_tool(client, tool, arguments, progress)
                 finally:
                     self.seats.leave(seat)
         except TimeoutError:
@@ -175,55 +165,6 @@ class BackendSession:
         except Exception:
             return False
         return True
-
-
-async def _call_tool(
-    client: Client, tool: str, arguments: dict[str, Any], progress: ProgressFnT | None
-) -> CallToolResult:
-    """`client.call_tool` in fewer steps: a plain answer takes one send on the client's session, without the
-    Client's wrappers (about a tenth of the SDK's cost per call). An answer that asks for input has its questions
-    answered through the session's callbacks (the session's seats), and `client.call_tool` takes the answers on
-    from there, driving any further rounds and resending a call the backend rejects as listed stale
-    (HEADER_MISMATCH: the call did not run) on every round; a first send so rejected is resent the same way."""
-    try:
-        first = await client.session.call_tool(tool, arguments, progress_callback=progress, allow_input_required=True)
-    except MCPError as exc:
-        if exc.error.code != HEADER_MISMATCH:
-            raise
-        return await client.call_tool(tool, arguments, progress_callback=progress)
-    if not isinstance(first, InputRequiredResult):
-        return first
-    responses = await _answer(client.session, first) if first.input_requests else None
-    if responses is None:  # only state: the backend asks to be called again shortly, as the SDK's driver waits
-        await asyncio.sleep(_STATE_ONLY_SECONDS)
-    return await client.call_tool(
-        tool, arguments, progress_callback=progress, input_responses=responses, request_state=first.request_state
-    )
-
-
-async def _answer(session: ClientSession, asked: InputRequiredResult) -> InputResponses:
-    """Every question of `asked` answered at once through the session's callbacks; MCPError on the first refusal,
-    which ends the others."""
-    requests = asked.input_requests or {}
-
-    async def one(key: str, request: InputRequest) -> InputResponse:
-        context = ClientRequestContext(
-            session=session, request_id=key, meta=request.params.meta if request.params else None
-        )
-        answer = await session.dispatch_input_request(context, request)
-        if isinstance(answer, ErrorData):
-            raise MCPError.from_error_data(answer)
-        return answer
-
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = {key: group.create_task(one(key, request)) for key, request in requests.items()}
-    except BaseExceptionGroup as failed:
-        refused = failed.subgroup(MCPError)
-        if refused is not None:
-            raise refused.exceptions[0] from None
-        raise
-    return {key: task.result() for key, task in tasks.items()}
 
 
 class SessionPool:

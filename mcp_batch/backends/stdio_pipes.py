@@ -67,6 +67,7 @@ class Pipes(asyncio.SubprocessProtocol):
         self._parts: list[bytes] = []  # the line being received, in pieces (a long one is joined once)
         self._reader: asyncio.Future[None] | None = None
         self._paused = False
+        self._dropping = False  # the session is gone: stdout is read only so that the server is never blocked
         self._drained: asyncio.Future[None] | None = None
         self._writing_paused = False
 
@@ -81,6 +82,8 @@ class Pipes(asyncio.SubprocessProtocol):
             with suppress(Exception):  # a closed or odd errlog must not break the session
                 self.errlog.write(text)
                 self.errlog.flush()
+            return
+        if self._dropping:
             return
         if b"\n" not in data:
             self._parts.append(data)
@@ -139,7 +142,7 @@ class Pipes(asyncio.SubprocessProtocol):
     def discard(self) -> None:
         """Stop handing lines on: drop the queued ones and keep reading, so a server flushing its output can exit."""
         self.lines.clear()
-        self.eof = True
+        self.eof = self._dropping = True
         if self._paused:
             self._pause(False)
         self._wake()

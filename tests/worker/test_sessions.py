@@ -3,14 +3,11 @@ through the SDK's own input-required driver (the session's seats answer it), ove
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from mcp import Client
-from mcp.client import ClientRequestContext, ClientSession
 
 from mcp_batch.backends.servers_file import Backend, parse_servers
 from tests.support import HttpBackendProcess, stdio_demo
@@ -49,13 +46,3 @@ async def test_an_answer_asking_for_input_is_driven_to_its_end_through_the_seats
     # No batch question is bound to this call: its seat declines at once, and the backend is sent the decline.
     result = await session.call("ask_round", {"message": "Ship it?"}, timeout=10)
     assert text(result) == "answered decline: null"
-
-
-def test_the_public_sdk_calls_a_session_answers_questions_through_are_still_there() -> None:
-    # worker/sessions.py::_call_tool answers a first input-required round through the session's callback table and
-    # hands the answers to client.call_tool: a change of either's parameters must fail here, not in production.
-    dispatch = inspect.signature(ClientSession.dispatch_input_request).parameters
-    assert list(dispatch) == ["self", "ctx", "request"]
-    call = inspect.signature(Client.call_tool).parameters
-    assert {"progress_callback", "input_responses", "request_state"} <= set(call)
-    assert list(inspect.signature(ClientRequestContext).parameters) == ["session", "request_id", "meta"]

@@ -1,0 +1,113 @@
+"""A wide batch: many slow calls in flight on one worker, its wall time against the ideal and what each call in
+flight costs the worker in memory and CPU; before and after.
+
+    uv run python bench/wide.py [--calls 2000] [--seconds 1.0] [--concurrency 256] [--rounds 2] [--ref PATH-OR-GITREF]
+
+The backend is the demo backend's `sleep` tool over stdio (this tree's, for every tree), one worker. For each tree
+(this checkout, and each --ref as in bench/latency.py) a stack runs (`mcp-batch api`, `mcp-batch worker`, a private
+redis-server); each round runs one batch of `--calls` sleeps at max_concurrency `--concurrency` through every tree
+in turn, the order alternating. Wall time is POST -> completed document, the ideal calls x seconds / concurrency.
+Memory: the worker tree's resident set (the worker and its backend process, /proc VmRSS) sampled every 50 ms, its
+peak, and the worker process's own peak less its size before the batch, per call in flight. CPU: the worker
+process's own, per call. Medians over the rounds (with low-high).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+from contextlib import AsyncExitStack, suppress
+from pathlib import Path
+
+from harness import ROOT, Stack, cpu_seconds, current_tree, descendants, load, machine, run_batch, service_stack
+from latency import open_tree  # the script's own folder is on sys.path
+
+
+def rss_mb(pid: int) -> float:
+    with suppress(FileNotFoundError, ProcessLookupError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def one_round(stack: Stack, args: argparse.Namespace) -> dict[str, float]:
+    (worker,) = stack.worker_pids
+    calls = [
+        {"server": "slow", "tool": "sleep", "arguments": {"seconds": args.seconds, "tag": str(i)}}
+        for i in range(args.calls)
+    ]
+    idle, peak_tree, peak_worker = rss_mb(worker), 0.0, 0.0
+    done = asyncio.Event()
+
+    async def sample() -> None:
+        nonlocal peak_tree, peak_worker
+        while not done.is_set():
+            own = rss_mb(worker)
+            peak_worker = max(peak_worker, own)
+            peak_tree = max(peak_tree, own + sum(rss_mb(pid) for pid in descendants(worker)))
+            await asyncio.sleep(0.05)
+
+    sampler = asyncio.create_task(sample())
+    cpu = cpu_seconds(worker)
+    try:
+        wall, _ = await run_batch(stack.http, calls, args.concurrency)
+    finally:
+        done.set()
+        await sampler
+    ideal = args.calls * args.seconds / args.concurrency
+    return {
+        "wall": wall,
+        "ratio": wall / ideal,
+        "peak_tree": peak_tree,
+        "per_call_kb": (peak_worker - idle) * 1024 / args.concurrency,
+        "cpu_us": (cpu_seconds(worker) - cpu) / args.calls * 1e6,
+    }
+
+
+async def main(args: argparse.Namespace) -> None:
+    servers = {"mcpServers": {"slow": {"command": sys.executable, "args": ["-m", "demo.server"], "cwd": str(ROOT)}}}
+    settings = {"MCP_BATCH_MAX_CONCURRENCY_CEILING": str(max(256, args.concurrency))}
+    async with AsyncExitStack() as running:
+        trees = [current_tree(), *[await open_tree(running, ref) for ref in args.ref]]
+        stacks = [await running.enter_async_context(service_stack(t, servers, 1, settings)) for t in trees]
+        for stack in stacks:  # the session opens and the first calls warm the worker
+            await run_batch(stack.http, [{"server": "slow", "tool": "sleep", "arguments": {"seconds": 0}}] * 8, 8)
+        figures: dict[str, dict[str, list[float]]] = {t.label: {} for t in trees}
+        for r in range(args.rounds):
+            for stack in stacks if r % 2 == 0 else stacks[::-1]:
+                for key, value in (await one_round(stack, args)).items():
+                    figures[stack.tree.label].setdefault(key, []).append(value)
+            print(f"round {r + 1}/{args.rounds} done, load average {load()}", file=sys.stderr)
+    print(machine())
+    ideal = args.calls * args.seconds / args.concurrency
+    print(f"{args.calls} sleeps of {args.seconds:g} s at {args.concurrency} in flight, 1 worker, ideal {ideal:.2f} s\n")
+    labels = [t.label for t in trees]
+    print("| figure | " + " | ".join(labels) + " |")
+    print("|---" * (1 + len(labels)) + "|")
+    rows = [
+        ("wall s", "wall", "{:.2f}"),
+        ("wall / ideal", "ratio", "{:.3f}"),
+        ("worker tree peak RSS MB (worker + backend)", "peak_tree", "{:.0f}"),
+        ("worker's growth per call in flight, KB", "per_call_kb", "{:.0f}"),
+        ("worker CPU µs per call", "cpu_us", "{:.0f}"),
+    ]
+    for title, key, form in rows:
+        cells = []
+        for label in labels:
+            values = figures[label][key]
+            low, high = form.format(min(values)), form.format(max(values))
+            cells.append(f"{form.format(statistics.median(values))} ({low}-{high})")
+        print(f"| {title} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--ref", action="extend", nargs="+", default=[], help="checkouts (paths) or git refs")
+    asyncio.run(main(parser.parse_args()))
