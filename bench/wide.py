@@ -9,7 +9,7 @@ redis-server); each round runs one batch of `--calls` sleeps at max_concurrency 
 in turn, the order alternating. Wall time is POST -> completed document, the ideal calls x seconds / concurrency.
 Memory: the worker tree's resident set (the worker and its backend process, /proc VmRSS) sampled every 50 ms, its
 peak, and the worker process's own peak less its size before the batch, per call in flight. CPU: the worker
-process's own, per call. Medians over the rounds (with low-high).
+process's own, per call, and its backend's. Medians over the rounds (with low-high).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ async def one_round(stack: Stack, args: argparse.Namespace) -> dict[str, float]:
             await asyncio.sleep(0.05)
 
     sampler = asyncio.create_task(sample())
-    cpu = cpu_seconds(worker)
+    backends = descendants(worker)
+    cpu, backend_cpu = cpu_seconds(worker), sum(map(cpu_seconds, backends))
     try:
         wall, _ = await run_batch(stack.http, calls, args.concurrency)
     finally:
@@ -64,6 +65,7 @@ async def one_round(stack: Stack, args: argparse.Namespace) -> dict[str, float]:
         "peak_tree": peak_tree,
         "per_call_kb": (peak_worker - idle) * 1024 / args.concurrency,
         "cpu_us": (cpu_seconds(worker) - cpu) / args.calls * 1e6,
+        "backend_us": (sum(map(cpu_seconds, backends)) - backend_cpu) / args.calls * 1e6,
     }
 
 
@@ -93,6 +95,7 @@ async def main(args: argparse.Namespace) -> None:
         ("worker tree peak RSS MB (worker + backend)", "peak_tree", "{:.0f}"),
         ("worker's growth per call in flight, KB", "per_call_kb", "{:.0f}"),
         ("worker CPU µs per call", "cpu_us", "{:.0f}"),
+        ("backend (demo, Python) CPU µs per call", "backend_us", "{:.0f}"),
     ]
     for title, key, form in rows:
         cells = []
