@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from pydantic import BaseModel
 
-from mcp_batch.client import Client, ClientError, Conflict
+from mcp_batch.client import Client, ClientError, Conflict, Forbidden
 from mcp_batch.models import BatchDocument, BatchRequest, BatchStatus, ItemStatus
 from mcp_batch_cli import discovery, terminal
 from mcp_batch_cli.batch_file import is_json_lines, load_batch, readable
@@ -156,6 +156,8 @@ def _cancel(args: argparse.Namespace) -> int:
             document = client.cancel(args.id)
         except Conflict as exc:
             raise CommandError(f"batch {args.id!r} has already ended ({exc.batch_status}): nothing to cancel") from None
+        except Forbidden as exc:
+            raise _refused("cancel", args.id, exc) from None
     if args.json:
         print_json(document)
     elif document.status is BatchStatus.cancelling:
@@ -178,8 +180,16 @@ def _delete(args: argparse.Namespace) -> int:
                 f"batch {args.id!r} is {exc.batch_status}: only an ended batch can be deleted; cancel it first "
                 f"(mcp-batch cancel {args.id})"
             ) from None
+        except Forbidden as exc:
+            raise _refused("delete", args.id, exc) from None
     print(f"batch {args.id} deleted")
     return 0
+
+
+def _refused(what: str, batch_id: str, exc: Forbidden) -> CommandError:
+    """A 403 on cancel or delete: the key is read-only for the tenant's batches."""
+    why = "; ".join(p.msg for p in exc.problems) or str(exc.detail)
+    return CommandError(f"this key may not {what} batch {batch_id!r} ({why}); use a key made with --write")
 
 
 def _retry(args: argparse.Namespace) -> int:

@@ -163,7 +163,8 @@ class Client:
         return InputAnswered.model_validate_json((self._send("POST", path, json=body)).content)
 
     def cancel(self, batch_id: str) -> BatchDocument:
-        """Cancel: nothing new starts; Conflict (with `batch_status`) when the batch has already ended."""
+        """Cancel: nothing new starts; Conflict (with `batch_status`) when the batch has already ended, Forbidden
+        when the key lacks the `write` right."""
         return BatchDocument.model_validate_json(self._send("POST", f"{wire.batch_path(batch_id)}/cancel").content)
 
     def retry(self, batch_id: str, *, idempotency_key: str | None = None, **settings: Any) -> BatchDocument:
@@ -192,7 +193,7 @@ class Client:
 
     def delete(self, batch_id: str) -> None:
         """Delete an ended batch whole (then it is NotFound); Conflict (with `batch_status`) while it has not
-        ended: cancel it first."""
+        ended: cancel it first; Forbidden when the key lacks the `write` right."""
         self._send("DELETE", wire.batch_path(batch_id))
 
     def validate(self, batch: BatchInput, **options: Any) -> DryRun:

@@ -21,7 +21,7 @@ from mcp_batch.models import BatchDocument, BatchList, BatchStatus, ItemPage, It
 from mcp_batch.store.batch_row import BatchRow
 from mcp_batch.store.reads import PageRead
 from mcp_batch.store.tenant_index import Filters
-from mcp_batch.tenants import Caller
+from mcp_batch.tenants import Caller, Right, require
 from service.application.questions import item_with_question, with_questions
 from service.application.services import Services
 
@@ -179,7 +179,9 @@ async def _last_finished(services: Services, batch_id: str, most: int) -> list[R
     return [RecentItem.model_validate(item) for item in found]
 
 
-async def cancel(services: Services, batch_id: str) -> BatchDocument:
-    """Cancel a batch (BatchAlreadyFinished when it has ended) and return its document, without results."""
+async def cancel(services: Services, caller: Caller, batch_id: str) -> BatchDocument:
+    """Cancel the caller's batch (Forbidden without the `write` right; BatchAlreadyFinished when it has ended) and
+    return its document, without results."""
+    require(caller, Right.write, "cancelling a batch")
     await services.store.leases.cancel(batch_id)
     return await document(services, batch_id, limit=0)

@@ -201,10 +201,10 @@ async def get_batch(
     summary="Cancel a batch: nothing new starts; calls in flight finish or are cut after the grace period",
     responses={**_NOT_FOUND, 409: {"description": "The batch has already ended (its status is given)."}},
 )
-async def cancel_batch(batch_id: OwnedBatchId, services: ServicesDep) -> BatchDocument:
+async def cancel_batch(batch_id: OwnedBatchId, caller: CallerDep, services: ServicesDep) -> BatchDocument:
     """The batch goes `cancelling`, then `cancelled` once no call is in flight; its pending items are `cancelled`.
     Answers with the document (no results page: `limit=0`)."""
-    return await reading.cancel(services, batch_id)
+    return await reading.cancel(services, caller, batch_id)
 
 
 @router.delete(
@@ -217,11 +217,11 @@ async def cancel_batch(batch_id: OwnedBatchId, services: ServicesDep) -> BatchDo
         409: {"description": "The batch has not ended (its `status` is given): cancel it first (`cancel` names how)."},
     },
 )
-async def delete_batch(batch_id: OwnedBatchId, services: ServicesDep) -> Response:
+async def delete_batch(batch_id: OwnedBatchId, caller: CallerDep, services: ServicesDep) -> Response:
     """Remove an ended batch (completed, cancelled or expired) and all it holds: its calls and results, its place in
     the list and the metadata filters, its Idempotency-Key (free to use again) and its share of the tenant's stored
     bytes. A completion webhook not yet delivered is dropped."""
-    await deleting.delete(services, batch_id)
+    await deleting.delete(services, caller, batch_id)
     return Response(status_code=204)
 
 

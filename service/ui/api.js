@@ -9,14 +9,23 @@ const root = new URL("../", document.baseURI);
 export class Refused extends Error {} // 401: no key, or one the service does not hold
 export class NotFound extends Error {} // 404: no such batch or item (or another tenant's: the API cannot tell them apart)
 
+// The words of an error body: its `detail`, or each problem's `msg` when it is a list.
+function detailText(body) {
+  if (typeof body?.detail === "string") return body.detail;
+  if (Array.isArray(body?.detail)) return body.detail.map((problem) => problem?.msg).filter(Boolean).join("; ");
+  return "";
+}
+
 // Any other answer that is not a success, with its status and its JSON body (when it has one).
 export class Failed extends Error {
   constructor(status, body) {
-    super(typeof body?.detail === "string" ? body.detail : `the service answered ${status}`);
+    super(detailText(body) || `the service answered ${status}`);
     this.status = status;
     this.body = body;
   }
 }
+
+export class Forbidden extends Failed {} // 403: the key may not do this (a read-only key cancelling or deleting)
 
 export function apiKey() {
   return sessionStorage.getItem(KEY);
@@ -44,6 +53,7 @@ export async function request(path, { method = "GET", signal, extraHeaders = {},
   });
   if (response.status === 401) throw new Refused("the API key was refused");
   if (response.status === 404) throw new NotFound("not found");
+  if (response.status === 403) throw new Forbidden(403, await response.json().catch(() => null));
   if (!response.ok) throw new Failed(response.status, await response.json().catch(() => null));
   return response;
 }

@@ -2,7 +2,7 @@
 //   #/batches[?status=running&limit=20]   the tenant's batches
 //   #/batch/<id>                           one batch
 //   #/backends                             the backends and workers
-import { NotFound, Refused, apiKey, setApiKey } from "./api.js";
+import { Forbidden, NotFound, Refused, apiKey, setApiKey } from "./api.js";
 import { backendsView } from "./backends.js";
 import { batchView } from "./batch.js";
 import { h, setNotice } from "./dom.js";
@@ -21,6 +21,8 @@ function report(error) {
     showPrompt(hadKey ? "The API key was refused." : "This service needs an API key.");
   } else if (error instanceof NotFound) {
     setNotice("Not found.");
+  } else if (error instanceof Forbidden) {
+    setNotice(`Not allowed for this API key: ${error.message}`);
   } else if (error?.name !== "AbortError") {
     setNotice(`Could not reach the service: ${error?.message ?? error}`);
   }

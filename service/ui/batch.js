@@ -1,6 +1,6 @@
 // One batch: its progress and counts moving with its event stream (no polling of the document), its items (items.js),
 // and the actions on it: cancel, retry the unsuccessful items, download the results, delete it once it has ended.
-import { NotFound, download, follow, json, request } from "./api.js";
+import { Forbidden, NotFound, download, follow, json, request } from "./api.js";
 import { badge, confirmAction, h, number, seconds, setNotice, when } from "./dom.js";
 import { COUNTS, TERMINAL } from "./statuses.js";
 import { itemsTable } from "./items.js";
@@ -142,6 +142,7 @@ export function batchView(main, id, report) {
       const answer = await json(`${path}/cancel`, { method: "POST" });
       showProgress(answer.status, answer.counts);
     } catch (error) {
+      refused(cancel, error);
       report(error);
     }
   }
@@ -165,8 +166,16 @@ export function batchView(main, id, report) {
       await request(path, { method: "DELETE" });
       location.hash = "#/batches";
     } catch (error) {
+      refused(remove, error);
       report(error);
     }
+  }
+
+  // A key without the `write` right may not cancel or delete: the button stays, disabled, saying why.
+  function refused(button, error) {
+    if (!(error instanceof Forbidden)) return;
+    button.disabled = true;
+    button.title = error.message;
   }
 
   async function onDownload(event) {

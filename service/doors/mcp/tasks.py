@@ -176,11 +176,13 @@ class BatchTasks(Extension):
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> HandlerResult:
         """Cancel the caller's batch; acknowledged for any id (unknown, another tenant's, already ended)."""
         require_client_extension(ctx, TASKS)
-        services = self._services()
+        services, caller = self._services(), current_caller.get()
         try:
-            await reading.cancel(services, await owned(services, params.task_id, current_caller.get()))
+            await reading.cancel(services, caller, await owned(services, params.task_id, caller))
         except (BatchNotFound, BatchAlreadyFinished):
             pass
+        except Forbidden as exc:
+            raise MCPError(code=INVALID_PARAMS, message="; ".join(p.msg for p in exc.problems)) from None
         except RedisError as exc:
             raise _storage_error(exc) from None
         return {"resultType": "complete"}

@@ -222,9 +222,9 @@ class BatchTools:
 
     async def delete_batch(self, arguments: DeleteBatchArguments) -> CallToolResult:
         with tool_errors():
-            services, batch_id = self._services(), arguments.batch_id
-            await owned(services, batch_id, current_caller.get())
-            await deleting.delete(services, batch_id)
+            services, batch_id, caller = self._services(), arguments.batch_id, current_caller.get()
+            await owned(services, batch_id, caller)
+            await deleting.delete(services, caller, batch_id)
             content = Deleted(id=batch_id).model_dump(mode="json")
             return CallToolResult(content=[TextContent(type="text", text=compact(content))], structured_content=content)
 

@@ -15,6 +15,7 @@ import pytest
 from mcp_batch.client import (
     Client,
     Conflict,
+    Forbidden,
     InvalidRequest,
     NotFound,
     RateLimited,
@@ -185,6 +186,28 @@ async def test_an_api_key_is_sent_and_a_missing_one_is_unauthorized(settings: Se
 
         listed, refused = await in_thread(scenario)
     assert listed == 0 and refused.status_code == 401
+
+
+async def test_a_read_only_key_is_forbidden_to_cancel_or_delete_naming_the_right(
+    settings: Settings, tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"keys": [{"sha256": hash_key("mcpb_test-key"), "tenant": "t"}]}))
+    async with running_service(settings.model_copy(update={"auth": "keys", "keys": keys})) as service:
+
+        def scenario() -> list[Forbidden]:
+            refusals = []
+            with Client(service.base_url, api_key="mcpb_test-key") as client:
+                batch = client.submit([{"server": "demo_http", "tool": "echo", "arguments": {}}])
+                for act in (client.cancel, client.delete):
+                    with pytest.raises(Forbidden) as refused:
+                        act(batch.id)
+                    refusals.append(refused.value)
+            return refusals
+
+        refusals = await in_thread(scenario)
+    assert [r.status_code for r in refusals] == [403, 403]
+    assert [r.problems[0].msg.split(" needs")[0] for r in refusals] == ["cancelling a batch", "deleting a batch"]
 
 
 async def test_a_429_is_asked_again_after_its_retry_after(settings: Settings) -> None:

@@ -44,7 +44,7 @@ CHROMIUM_ARGS = [
 ]
 LAPTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
-ALPHA, BETA = "mcpb_alpha-key", "mcpb_beta-key"
+ALPHA, BETA, READER = "mcpb_alpha-key", "mcpb_beta-key", "mcpb_reader-key"
 FAIL_MESSAGE = "this tool always fails"  # the tool's own words, in error.message
 
 
@@ -221,6 +221,7 @@ async def test_a_running_batch_is_cancelled_from_the_page(
 @pytest.fixture
 def keyed(settings: Settings, tmp_path: Path) -> Settings:
     keys = [{"sha256": hash_key(key), "tenant": tenant, "write": True} for key, tenant in [(ALPHA, "a"), (BETA, "b")]]
+    keys.append({"sha256": hash_key(READER), "tenant": "a"})  # tenant a's read-only key
     path = tmp_path / "keys.json"
     path.write_text(json.dumps({"keys": keys}))
     return settings.model_copy(update={"auth": "keys", "keys": path})
@@ -264,6 +265,39 @@ async def test_with_keys_the_page_asks_for_one_refuses_a_wrong_one_and_hides_oth
         fresh, _ = await open_page(browser)
         await fresh.goto(f"{service.base_url}/ui/")
         await expect(fresh.locator("#key-form")).to_be_visible()
+        assert problems == []
+
+
+async def test_a_read_only_key_is_refused_delete_and_cancel_on_the_page_which_says_why(
+    keyed: Settings, browser: Browser
+) -> None:
+    async with (
+        running_service(keyed) as service,
+        httpx.AsyncClient(base_url=service.base_url, headers={"Authorization": f"Bearer {ALPHA}"}) as alpha,
+    ):
+        ended = await submit(alpha, calls(1))
+        await finished(alpha, ended["id"])
+        running = await submit(alpha, calls(2, seconds=20))
+        page, problems = await open_page(browser)
+        await page.goto(f"{service.base_url}/ui/")
+        await page.fill("#api-key", READER)
+        await page.click("#key-submit")
+
+        await show_batch(page, service.base_url, ended["id"])
+        await page.click("#delete")
+        await page.click("#confirm-ok")
+        await expect(page.locator("#notice")).to_contain_text("Not allowed for this API key")
+        await expect(page.locator("#notice")).to_contain_text("'write' right")
+        await expect(page.locator("#delete")).to_be_disabled()
+        assert (await alpha.get(f"/v1/batches/{ended['id']}")).status_code == 200
+
+        await show_batch(page, service.base_url, running["id"])
+        await page.click("#cancel")
+        await page.click("#confirm-ok")
+        await expect(page.locator("#cancel")).to_be_disabled()
+        await expect(page.locator("#notice")).to_contain_text("cancelling a batch needs the 'write' right")
+        assert (await alpha.get(f"/v1/batches/{running['id']}", params={"limit": 0})).json()["status"] != "cancelled"
+        await alpha.post(f"/v1/batches/{running['id']}/cancel")
         assert problems == []
 
 

@@ -22,7 +22,7 @@ QUICK = {"server": "demo_http", "tool": "echo", "arguments": {"message": "hi"}}
 
 @pytest.fixture
 def keyed(settings: Settings, tmp_path: Path) -> Settings:
-    keys = [{"sha256": hash_key(ALPHA), "tenant": "alpha"}, {"sha256": hash_key(BETA), "tenant": "beta"}]
+    keys = [{"sha256": hash_key(ALPHA), "tenant": "alpha", "write": True}, {"sha256": hash_key(BETA), "tenant": "beta"}]
     (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
     return settings.model_copy(update={"auth": "keys", "keys": tmp_path / "keys.json"})
 
