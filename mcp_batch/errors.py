@@ -5,6 +5,7 @@ MCPBatchError
  ├── BatchNotFound                no batch with that id (or it expired)
  │    └── ItemNotFound            the batch has no item with that id
  ├── Backpressure                 too many items are queued or running; try again after `retry_after`
+ │    ├── TenantBackpressure      the tenant's own unfinished items are at its key's ceiling
  │    └── StoredBytesCeiling      the tenant's stored batches would pass its ceiling of bytes
  ├── InvalidBatch                 the request is malformed as a whole; `problems` lists every fault
  │    └── InvalidCursor           a cursor does not verify or does not fit what it is used for (`reason` says why)
@@ -64,6 +65,19 @@ class Backpressure(MCPBatchError):
     def __init__(self, unfinished: int, limit: int, retry_after: int) -> None:
         super().__init__(
             f"the service has {unfinished} unfinished items and takes at most {limit}; try again in {retry_after}s"
+        )
+        self.retry_after = retry_after
+
+
+class TenantBackpressure(Backpressure):
+    """Accepting the batch would put the tenant past its own ceiling of unfinished items (its key's); the count is
+    the tenant's own, never the service's, so it tells nothing of other tenants' work."""
+
+    def __init__(self, unfinished: int, limit: int, retry_after: int) -> None:
+        MCPBatchError.__init__(
+            self,
+            f"the tenant has {unfinished} unfinished items and its key allows at most {limit}; try again in "
+            f"{retry_after}s",
         )
         self.retry_after = retry_after
 

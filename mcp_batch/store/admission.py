@@ -25,7 +25,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from mcp_batch.errors import Backpressure, StoredBytesCeiling
+from mcp_batch.errors import Backpressure, StoredBytesCeiling, TenantBackpressure
 from mcp_batch.keys import Keys
 
 _SWEEP = 64  # released batches a submit drops from the tenant's count
@@ -219,6 +219,6 @@ def check_admitted(
         raise Backpressure(count, service, retry_after)
     if why == 2:
         assert tenant is not None
-        raise Backpressure(count, tenant, retry_after)
+        raise TenantBackpressure(count, tenant, retry_after)
     assert stored_ceiling is not None
     raise StoredBytesCeiling(count, stored, stored_ceiling, retry_after)

@@ -96,6 +96,8 @@ async def test_forty_concurrent_submits_against_a_keys_ceiling_of_twenty_accept_
     statuses = sorted(response.status_code for response in answers)
     assert statuses == [202] * CEILING + [429] * (SUBMITS - CEILING), statuses
     assert await unfinished(redis, "capped") == CEILING
+    refusal = next(response.json()["detail"] for response in answers if response.status_code == 429)
+    assert refusal.startswith(f"the tenant has {CEILING} unfinished items and its key allows at most {CEILING}")
 
 
 async def test_forty_concurrent_submits_against_the_services_ceiling_of_twenty_accept_exactly_twenty(
