@@ -11,7 +11,9 @@ expiry leaves, which cleans itself: ids in the tenant's list and indexes that a 
 bytes released when their time comes, webhook and deadline entries whose consumers find no batch, a record that
 expires with its retention. The keys are named from the batch's hash (its tenant and metadata, which never change
 once written), read first; the first script reads the hash again, so a batch deleted or ended in between is seen as
-it is. A webhook attempt a worker has already claimed may still be sent; the next one finds the batch gone.
+it is. A webhook attempt a worker has already claimed may still be sent; the next one finds the batch gone. What the
+batch's end left to settle and no one has taken yet (a cancel answered between its script and its settle) is taken
+with the hash and applied here, so the unfinished counts never keep a deleted batch's items.
 """
 
 from __future__ import annotations
@@ -30,14 +32,16 @@ from mcp_batch.store.batch_row import load_metadata
 _TERMINAL = "{" + ", ".join(f"{status.value} = true" for status in sorted(TERMINAL_BATCH)) + "}"
 
 # The batch's slot. KEYS: the batch's keys (Keys.batch_keys, then its questions, answers and progress).
-# Returns {'deleted', its Idempotency-Key's record ('' none)}, {'missing'} or {'running', status}.
+# Returns {'deleted', its Idempotency-Key's record ('' none), its untaken `settle` ('' none), its tenant's unfinished
+# count}, {'missing'} or {'running', status}. The `settle` an end left and no one took yet goes with the hash, so the
+# script hands it back to be applied here: a delete between an end and its settle strands no count.
 _DELETE_BATCH = f"""
 local TERMINAL = {_TERMINAL}
-local m = redis.call('HMGET', KEYS[1], 'status', 'idempotency_key')
+local m = redis.call('HMGET', KEYS[1], 'status', 'idempotency_key', 'settle', 'tenant_unfinished')
 if not m[1] then return {{'missing'}} end
 if not TERMINAL[m[1]] then return {{'running', m[1]}} end
 redis.call('DEL', unpack(KEYS))
-return {{'deleted', m[2] or ''}}
+return {{'deleted', m[2] or '', m[3] or '', m[4] or ''}}
 """
 
 # The tenant's slot. KEYS: 1 stored bytes, 2 stored sizes, 3 stored until, 4 the tenant's batches, then the index of
@@ -81,6 +85,9 @@ class Deletion:
             raise BatchNotFound(batch_id)
         if outcome == "running":
             raise BatchNotEnded(batch_id, reply[1].decode())
+        left, tenant_unfinished = reply[2].decode(), reply[3].decode()
+        if left:
+            await self.settle_counts(batch_id, int(left), tenant_unfinished)
         pairs = load_metadata(None if raw is None else raw.decode())
         shared = [keys.tenant_stored_bytes(owner), keys.tenant_stored_sizes(owner), keys.tenant_stored_until(owner)]
         shared += [keys.tenant_batches(owner), *metadata_indexes(keys, owner, pairs)]
@@ -91,3 +98,14 @@ class Deletion:
             pipe.zrem(keys.webhooks, batch_id)
             pipe.zrem(keys.deadlines, batch_id)
             await pipe.execute()
+
+    async def settle_counts(self, batch_id: str, left: int, tenant_unfinished: str) -> None:
+        """The counts an end left to settle, taken with the deleted hash: off the service's and the tenant's
+        unfinished items, and the batch's waiters woken (they find it gone). The webhook, deadline, stored bytes and
+        Idempotency-Key that a settle would also touch go with the delete."""
+        async with self.control.pipeline(transaction=True) as pipe:
+            pipe.decrby(self.keys.unfinished, left)
+            pipe.publish(self.keys.done_channel, batch_id)
+            await pipe.execute()
+        if tenant_unfinished and left > 0:
+            await self.redis.decrby(tenant_unfinished, left)

@@ -3,10 +3,13 @@ metadata indexes, its Idempotency-Key, its stored bytes, a pending webhook), a r
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import pytest
 import redis.asyncio as aioredis
 
-from mcp_batch.errors import BatchNotEnded, BatchNotFound
+from mcp_batch.errors import BatchAlreadyFinished, BatchNotEnded, BatchNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.store import Store
 from mcp_batch.store.placement import new_batch_id
@@ -75,3 +78,33 @@ async def test_a_batch_that_has_not_ended_is_refused_unchanged(redis: aioredis.R
     assert {key: await redis.dump(key) for key in before} == before
     assert await redis.zscore(KEYS.tenant_batches("default"), batch_id) is not None
     assert await redis.zscore(KEYS.tenant_metadata("default", "job", "nightly"), batch_id) is not None
+
+
+async def _delete_once_ended(store: Store, batch_id: str) -> None:
+    """DELETE as a client racing a cancel would: again while the batch has not ended yet."""
+    while True:
+        try:
+            await store.deletion.delete(batch_id)
+            return
+        except BatchNotEnded:
+            await asyncio.sleep(0)
+
+
+async def _cancel(store: Store, batch_id: str) -> None:
+    with contextlib.suppress(BatchNotFound, BatchAlreadyFinished):
+        await store.leases.cancel(batch_id)
+
+
+@pytest.mark.parametrize("planes", ["one node", "two planes"])
+async def test_a_delete_racing_a_cancel_leaves_no_count_behind(redis: aioredis.Redis, planes: str) -> None:
+    # Two planes: a second client to the same Redis stands for the control plane, so the end is settled in steps.
+    control = redis if planes == "one node" else aioredis.Redis(connection_pool=redis.connection_pool)
+    store = Store(redis, KEYS, 3600, control=control)
+    ids = [new_batch_id() for _ in range(150)]
+    for batch_id in ids:
+        await store.submits.create(batch(5), 4, batch_id=batch_id, jobs=[], tenant="acme")
+    assert int(await redis.get(KEYS.tenant_unfinished("acme")) or 0) == 750
+    await asyncio.gather(*(step for i in ids for step in (_cancel(store, i), _delete_once_ended(store, i))))
+    assert [i for i in ids if await redis.exists(KEYS.batch(i))] == []
+    assert int(await redis.get(KEYS.tenant_unfinished("acme")) or 0) == 0
+    assert int(await redis.get(KEYS.unfinished) or 0) == 0
