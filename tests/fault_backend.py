@@ -252,11 +252,12 @@ async def hang(block: bool = False) -> str:
 
 
 @server.tool(annotations=READ)
-def ask_round(ctx: Context, message: str = "Go on?") -> str | InputRequiredResult:
-    """Ask the caller by an `input_required` result (2026-07-28), then say what they answered."""
+def ask_round(ctx: Context, message: str = "Go on?", schema: dict[str, Any] | None = None) -> str | InputRequiredResult:
+    """Ask the caller by an `input_required` result (2026-07-28), then say what they answered. `schema`: the
+    requestedSchema to send (default: one boolean `go`), however malformed."""
     answer = (ctx.input_responses or {}).get("go")
     if answer is None:
-        schema = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
+        schema = schema or {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
         form = ElicitRequestFormParams(message=message, requested_schema=schema)
         return InputRequiredResult(input_requests={"go": ElicitRequest(params=form)})
     if not isinstance(answer, ElicitResult):

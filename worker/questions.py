@@ -7,7 +7,8 @@ A backend asks in one of two ways, and both reach `Seats`, the answerers of one 
 - an `input_required` result (2026-07-28): the SDK's Client runs the rounds in the calling item's own task, so the
   item is known exactly (`current`).
 
-With the batch's policy `decline` (the default) the answer is `decline` at once. With `ask` the question is stored
+With the batch's policy `decline` (the default) the answer is `decline` at once, as it is to an elicitation whose
+`requestedSchema` form mode cannot show (contract/form_schema.py). With `ask` the question is stored
 (`Store.questions`) and the call held open, its own timeout paused, for at most the batch's wait; the caller's
 answer goes back to the backend, or `cancel` once the wait runs out. A question is never logged.
 """
@@ -30,6 +31,7 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from mcp_batch.backends.asking import refused
+from mcp_batch.contract.form_schema import schema_fault
 from mcp_batch.questions import InputKind, QuestionPolicy, QuestionSettings
 from mcp_batch.records import iso
 from mcp_batch.settings import Settings
@@ -111,6 +113,11 @@ class Seats:
 
     async def elicit(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
         if params.mode != "form":  # a URL to open is not a question a batch's caller can answer through the service
+            return ElicitResult(action="decline")
+        fault = schema_fault(params.requested_schema)
+        if fault is not None:  # a form that cannot be shown or checked is never asked
+            asked = current.get()
+            logger.warning("item %s: an elicitation is declined: %s", "?" if asked is None else asked.index, fault)
             return ElicitResult(action="decline")
         answer = await self._ask(InputKind.elicitation, "elicitation/create", _dump(params))
         if answer is None:

@@ -1,7 +1,8 @@
 """Checking a caller's answer against the question it answers: pure functions over the stored question.
 
 An elicitation's content must fit its `requestedSchema` (form mode allows a flat object of strings, numbers,
-integers, booleans, enums and arrays of enum strings); a sampling request's content must be a message
+integers, booleans, enums and arrays of enum strings; form_schema.py refuses any other shape), every bound checked:
+lengths, numbers of items, ranges and choices; a sampling request's content must be a message
 (`CreateMessageResult`: role, content, model, optional stopReason). A fault names the field, never its value.
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 from mcp_types import CreateMessageResult
 from pydantic import ValidationError
 
+from mcp_batch.contract.form_schema import schema_fault
 from mcp_batch.errors import InvalidBatch, Problem
 from mcp_batch.questions import AnswerAction, InputAnswer, InputKind, InputRequest
 
@@ -26,7 +28,12 @@ def stored_answer(question: InputRequest, answer: InputAnswer) -> dict[str, Any]
         raise InvalidBatch([Problem(("content",), "accept needs content", "missing")])
     if question.kind is InputKind.sampling:
         return {"action": "accept", "content": _message(answer.content)}
-    problems = form_problems(question.params.get("requestedSchema") or {}, answer.content)
+    schema = question.params.get("requestedSchema") or {}
+    fault = schema_fault(schema)
+    if fault is not None:
+        msg = f"the backend's schema cannot be answered with accept ({fault}): answer decline or cancel"
+        raise InvalidBatch([Problem(("action",), msg, "invalid_schema")])
+    problems = form_problems(schema, answer.content)
     if problems:
         raise InvalidBatch(problems)
     return {"action": "accept", "content": answer.content}
@@ -78,6 +85,8 @@ def _fault(field: dict[str, Any], value: Any) -> str | None:
             return "must be an array of strings"
         if allowed is not None and any(v not in allowed for v in value):
             return "holds a value that is not one of the choices"
+        if len(value) < field.get("minItems", 0) or len(value) > field.get("maxItems", len(value)):
+            return "has a number of items outside the allowed range"
         return None
     expected = _TYPES.get(str(kind))
     if expected is None:

@@ -36,6 +36,15 @@ if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KE
 return 1
 """
 
+# The tenant's slot. KEYS: its stored bytes, its stored sizes. ARGV: batch id, the answer's bytes. Counted with the
+# batch's own bytes (released with them), and only while the batch holds bytes at all.
+_COUNT = """
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return 0 end
+redis.call('HINCRBY', KEYS[2], ARGV[1], ARGV[2])
+redis.call('INCRBY', KEYS[1], ARGV[2])
+return 1
+"""
+
 # KEYS: questions, answers. ARGV: index, question id, withdraw (1: the wait is over). The answer, if one came.
 _TAKE = """
 local a = redis.call('HGET', KEYS[2], ARGV[1])
@@ -57,6 +66,7 @@ class Questions:
         self._ask = redis.register_script(_ASK)
         self._answer = redis.register_script(_ANSWER)
         self._take = redis.register_script(_TAKE)
+        self._count = redis.register_script(_COUNT)
 
     def _keys(self, batch_id: str) -> list[str]:
         return [self.keys.questions(batch_id), self.keys.answers(batch_id)]
@@ -70,10 +80,17 @@ class Questions:
         ttl = int(wait_seconds * 1000) + _MARGIN_MS
         await self._ask(keys=self._keys(batch_id), args=[index, question, ttl])
 
-    async def answer(self, batch_id: str, index: int, question_id: str, answer: bytes, wait_seconds: float) -> bool:
-        """Store the answer to the item's waiting question `question_id`; False when that question is not waiting."""
+    async def answer(
+        self, batch_id: str, index: int, question_id: str, answer: bytes, wait_seconds: float, tenant: str
+    ) -> bool:
+        """Store the answer to the item's waiting question `question_id`, its bytes counted in the tenant's stored
+        bytes with the batch's own; False when that question is not waiting."""
         ttl = int(wait_seconds * 1000) + _MARGIN_MS
-        return bool(await self._answer(keys=self._keys(batch_id), args=[index, question_id, answer, ttl]))
+        if not await self._answer(keys=self._keys(batch_id), args=[index, question_id, answer, ttl]):
+            return False
+        keys = [self.keys.tenant_stored_bytes(tenant), self.keys.tenant_stored_sizes(tenant)]
+        await self._count(keys=keys, args=[batch_id, len(answer)])
+        return True
 
     async def take(self, batch_id: str, index: int, question_id: str, withdraw: bool = False) -> bytes | None:
         """The answer to the item's question, taken (None: none yet); `withdraw`: the wait is over, the question

@@ -124,8 +124,12 @@ async def _answer(
         msg = "this key may not answer a sampling request (it may cost money): a key with write may"
         raise Forbidden([Problem(("action",), msg, "forbidden")])
     stored = orjson.dumps(stored_answer(question, given))
+    cap = services.settings.max_argument_bytes
+    if len(stored) > cap:  # it goes to the backend as a call's arguments do, so it is held to their cap
+        msg = f"the answer is {len(stored)} bytes; at most {cap} (MCP_BATCH_MAX_ARGUMENT_BYTES) go to a backend"
+        raise InvalidBatch([Problem(("content",), msg, "too_large")])
     wait = max(1.0, datetime.fromisoformat(question.expires_at).timestamp() - time.time())
-    if not await services.store.questions.answer(batch_id, index, question.id, stored, wait):
+    if not await services.store.questions.answer(batch_id, index, question.id, stored, wait, caller.tenant):
         raise Conflict(f"item {item_id!r} is not waiting for an answer to that question")
     return InputAnswered(item_id=item_id, request_id=question.id, action=given.action)
 

@@ -25,10 +25,17 @@ export function questionsPanel(id, report) {
     list.replaceChildren(...found.map(questionForm));
   }
 
+  // Each question is built on its own: one the page cannot show as a form (a backend's odd schema or message) is
+  // shown with decline and cancel only, and the others still get their forms.
   function questionForm(pending) {
     const question = pending.input_request;
     const fault = h("p", { class: "fault", hidden: true });
-    const fill = question.kind === "sampling" ? samplingFields(question.params) : elicitationFields(question.params);
+    let fill;
+    try {
+      fill = question.kind === "sampling" ? samplingFields(question.params) : elicitationFields(question.params);
+    } catch {
+      fill = { element: h("p", { class: "fault unshowable" }, "This question cannot be shown as a form: decline or cancel it."), content: null };
+    }
     const send = async (action) => {
       const body = { action, request_id: question.id };
       if (action === "accept") body.content = fill.content();
@@ -47,13 +54,13 @@ export function questionsPanel(id, report) {
       "div",
       { class: "question", dataset: { item: pending.item_id, kind: question.kind } },
       h("h3", {}, "Item ", h("code", {}, pending.item_id), ` asks (${question.kind}), until ${when(question.expires_at, true)}`),
-      h("p", { class: "question-message" }, question.params.message ?? question.params.systemPrompt ?? ""),
+      h("p", { class: "question-message" }, String(question.params?.message ?? question.params?.systemPrompt ?? "")),
       fill.element,
       fault,
       h(
         "div",
         { class: "actions" },
-        h("button", { type: "button", class: "primary", dataset: { answer: "accept" }, onclick: () => send("accept") }, "Accept"),
+        h("button", { type: "button", class: "primary", hidden: !fill.content, dataset: { answer: "accept" }, onclick: () => send("accept") }, "Accept"),
         h("button", { type: "button", dataset: { answer: "decline" }, onclick: () => send("decline") }, "Decline"),
         h("button", { type: "button", dataset: { answer: "cancel" }, onclick: () => send("cancel") }, "Cancel"),
       ),

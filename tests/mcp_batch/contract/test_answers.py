@@ -60,3 +60,54 @@ def test_a_sampling_answer_is_a_message() -> None:
     with pytest.raises(InvalidBatch) as refused:
         stored_answer(question("sampling"), InputAnswer(action="accept", content={"role": "robot"}))  # type: ignore[arg-type]
     assert {p.loc[:2] for p in refused.value.problems} >= {("content", "role"), ("content", "content")}
+
+
+def test_every_bound_is_checked_lengths_items_ranges_and_choices() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "minLength": 2, "maxLength": 3},
+            "score": {"type": "number", "minimum": 0.5, "maximum": 1},
+            "tags": {
+                "type": "array",
+                "items": {"anyOf": [{"const": "a"}, {"const": "b"}]},
+                "minItems": 1,
+                "maxItems": 1,
+            },
+            "size": {"type": "integer", "enum": [1, 2]},
+        },
+    }
+    assert form_problems(schema, {"code": "ab", "score": 1, "tags": ["a"], "size": 2}) == []
+    faults = {p.loc[1]: p.msg for p in form_problems(schema, {"code": "a", "score": 0.4, "tags": [], "size": 3})}
+    assert faults == {
+        "code": "has a length outside the allowed range",
+        "score": "is outside the allowed range",
+        "tags": "has a number of items outside the allowed range",
+        "size": "must be one of the choices",
+    }
+    assert {p.loc[1] for p in form_problems(schema, {"code": "abcd", "score": 2, "tags": ["a", "b"]})} == {
+        "code",
+        "score",
+        "tags",
+    }
+
+
+@pytest.mark.parametrize(
+    "field",
+    [{"type": "integer", "minimum": "5"}, {"type": "string", "enum": 5}, {"type": "string", "oneOf": ["x"]}],
+)
+def test_an_accept_of_a_question_whose_schema_is_malformed_is_refused_naming_the_fault(field: dict[str, Any]) -> None:
+    schema = {"type": "object", "properties": {"f": field}}
+    bad = InputRequest(
+        id="q",
+        kind="elicitation",
+        method="elicitation/create",
+        params={"requestedSchema": schema},
+        asked_at="x",
+        expires_at="y",  # type: ignore[arg-type]
+    )
+    with pytest.raises(InvalidBatch) as refused:
+        stored_answer(bad, InputAnswer(action="accept", content={"f": 5}))  # type: ignore[arg-type]
+    assert refused.value.problems[0].loc == ("action",)
+    assert "requestedSchema.properties.f" in refused.value.problems[0].msg
+    assert stored_answer(bad, InputAnswer(action="decline")) == {"action": "decline"}  # type: ignore[arg-type]

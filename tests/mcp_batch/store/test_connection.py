@@ -209,7 +209,7 @@ async def test_questions_progress_and_priority_holds_touch_one_slot_each(
     try:
         store, keys = Store.from_settings(data, on_cluster, control=redis), Keys()
         await store.questions.ask("b1", 0, b'{"id": "q1"}', 5)
-        assert await store.questions.answer("b1", 0, "q1", b'{"ok": 1}', 5)
+        assert await store.questions.answer("b1", 0, "q1", b'{"ok": 1}', 5, "acme")
         assert await store.questions.take("b1", 0, "q1", withdraw=True) == b'{"ok": 1}'
         await store.progress.put("b1", 2, {"progress": 1})
         assert await store.progress.every("b1") == {2: {"progress": 1}}

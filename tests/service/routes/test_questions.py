@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
+import redis.asyncio as aioredis
 
+from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
 from tests.service.routes.test_stream import sse
@@ -125,6 +128,42 @@ async def test_an_input_required_result_is_asked_the_same_way_and_its_round_carr
     assert (await client.post(f"/v1/batches/{batch['id']}/items/ask/input", json=answer)).status_code == 200
     done = by_id(await finished(client, batch["id"]))["ask"]
     assert done["status"] == "ok" and done["content"][0]["text"] == 'answered accept: {"go": true}'
+
+
+@pytest.mark.parametrize(
+    "field",
+    [{"type": "integer", "minimum": "5"}, {"type": "string", "enum": 5}, {"type": "string", "oneOf": ["x"]}],
+)
+async def test_a_question_whose_schema_is_malformed_is_declined_to_the_backend_never_shown(
+    client: httpx.AsyncClient, field: dict[str, Any]
+) -> None:
+    schema = {"type": "object", "properties": {"go": field}}
+    call = {"id": "ask", "server": "demo", "tool": "ask_round", "arguments": {"schema": schema}}
+    batch = await submit(client, [call], questions=ASK)
+    done = by_id(await finished(client, batch["id"]))["ask"]
+    assert done["status"] == "ok" and done["content"][0]["text"] == "answered decline: null"
+    assert (await client.get(f"/v1/batches/{batch['id']}/questions")).json() == {"questions": []}
+
+
+async def test_an_answer_is_capped_like_arguments_and_its_bytes_are_counted_with_the_batchs(
+    client: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis
+) -> None:
+    schema = {"type": "object", "properties": {"go": {"type": "string"}}}
+    call = {"id": "ask", "server": "demo", "tool": "ask_round", "arguments": {"schema": schema}}
+    batch = await submit(client, [call], questions=ASK)
+    await asked(client, batch["id"])
+    path = f"/v1/batches/{batch['id']}/items/ask/input"
+    huge = await client.post(path, json={"action": "accept", "content": {"go": "x" * settings.max_argument_bytes}})
+    assert huge.status_code == 422, huge.text
+    assert huge.json()["detail"][0]["loc"][-1] == "content" and "MCP_BATCH_MAX_ARGUMENT_BYTES" in huge.text
+    keys = Keys(settings.key_prefix)
+    before = int(await redis.get(keys.tenant_stored_bytes("default")) or 0)
+    fits = {"action": "accept", "content": {"go": "y" * 1_000}}
+    assert (await client.post(path, json=fits)).status_code == 200
+    after = int(await redis.get(keys.tenant_stored_bytes("default")) or 0)
+    assert after - before == len(orjson.dumps(fits))  # the stored answer: {action, content}
+    done = by_id(await finished(client, batch["id"]))["ask"]
+    assert done["status"] == "ok" and done["content"][0]["text"].startswith('answered accept: {"go": "yyy')
 
 
 WRITER, READER, OTHER = "mcpb_writer-key", "mcpb_reader-key", "mcpb_other-key"
