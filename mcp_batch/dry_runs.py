@@ -55,7 +55,10 @@ class BackendLoad(BaseModel):
 
     server: str
     calls: int = Field(description="The batch's calls of this backend.")
-    queued_ahead: int = Field(description="Unfinished items of other unfinished batches that call this backend.")
+    queued_ahead: int = Field(
+        description="Unfinished items of the tenant's other unfinished batches that call this backend (another "
+        "tenant's work is never counted)."
+    )
     rate_per_second: float | None = Field(None, description="The rate the batch's calls may go at (its share).")
     burst: int | None = None
     max_concurrency: int | None = Field(None, description="The backend's concurrency cap, all workers together.")

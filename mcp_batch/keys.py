@@ -32,7 +32,8 @@ Per backend, tag = the server's name:
     {p}:priority:{server}:tenant:{t}  hash  one tenant's priorities on the backend: `job:{rank}:{job}` -> until when
                                       (ms) a shard job of that rank runs; `tat:{rank}`, the GCRA state of a rank's
                                       minimum share while a higher one runs (backends/priority.py)
-    {p}:latency:{server}:{tool}   list  the latest call latencies (seconds) of one tool, newest first, capped
+    {p}:latency:{server}:{tool}:tenant:{t}  list  the latest latencies (seconds) of one tenant's calls of one tool,
+                                        newest first, capped
 Per tenant, tag = the tenant:
     {p}:tenant:{t}:batches    zset    the tenant's batch ids, scored by creation (µs): GET /v1/batches, newest first
     {p}:tenant:{t}:unfinished string  the tenant's items of unfinished batches not yet finished (its key's ceiling)
@@ -192,8 +193,8 @@ class Keys:
     def priority(self, server: str, tenant: str) -> str:
         return self._tagged("priority", server, f":tenant:{tenant}")  # on its backend's slot
 
-    def latency(self, server: str, tool: str) -> str:
-        return self._tagged("latency", server, f":{tool}")
+    def latency(self, server: str, tool: str, tenant: str) -> str:
+        return self._tagged("latency", server, f":{tool}:tenant:{tenant}")  # a tenant's own: no one reads another's
 
     def tenant_batches(self, tenant: str) -> str:
         return self._tagged("tenant", tenant, ":batches")

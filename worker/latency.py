@@ -1,6 +1,7 @@
 """The worker's part of the latency sample the dry run's estimate reads: each finished call's `elapsed_seconds` is
-kept in memory, and at most once a second the latencies gathered go to Redis in one pipeline, off the lanes (a lane
-never waits for it). Per item this costs an append; bench/cost.py measures it."""
+kept in memory, per tenant (a tenant's estimate reads only its own calls'), and at most once a second the latencies
+gathered go to Redis in one pipeline, off the lanes (a lane never waits for it). Per item this costs an append;
+bench/cost.py measures it."""
 
 from __future__ import annotations
 
@@ -24,16 +25,16 @@ class LatencySampler:
     def __init__(self, latencies: Latencies, every: float = _EVERY) -> None:
         self._latencies = latencies
         self._every = every
-        self._pending: dict[tuple[str, str], list[float]] = {}
+        self._pending: dict[tuple[str, str, str], list[float]] = {}
         self._last = 0.0
         self._writing: asyncio.Task[None] | None = None
 
-    def note(self, server: str, tool: str, record: ItemRecord) -> None:
+    def note(self, server: str, tool: str, tenant: str, record: ItemRecord) -> None:
         """A finished item: its backend call's latency joins the sample (items that never called it do not)."""
         elapsed = record.get("elapsed_seconds")
         if elapsed is None or not record.get("attempts"):
             return
-        seconds = self._pending.setdefault((server, tool), [])
+        seconds = self._pending.setdefault((server, tool, tenant), [])
         seconds.append(elapsed)
         if len(seconds) > SAMPLE:
             del seconds[0]

@@ -228,7 +228,7 @@ async def _lane(
         record = budget.cap_stored(record, max_bytes)  # every record passes here
         metrics.item_finished(claim.server, record["status"])
         if state.latency is not None:
-            state.latency.note(claim.server, claim.tool, record)
+            state.latency.note(claim.server, claim.tool, run.meta.tenant, record)
         references.finished(claim.index, record)
         if lane.dispatched and lane.writes:
             run.ran[claim.index] = 2

@@ -2,9 +2,9 @@
 
 Each limit that applies gives the time it alone needs to get the batch's calls through, and the largest one is the
 bound (docs/api.md states the method):
-- a backend's rate limit: its calls and the items queued ahead for it (other live batches', counted in full) after
-  the first burst, at the limit's rate, plus one call's latency (the last call's own);
-- the tenant's share of that rate, when the caller's key has one: the same with the tenant's own queued items;
+- a backend's rate limit: its calls and the items queued ahead for it (the tenant's own live batches', counted in
+  full) after the first burst, at the limit's rate, plus one call's latency (the last call's own);
+- the tenant's share of that rate, when the caller's key has one: the same at the share's rate and burst;
 - a backend's concurrency cap: its calls and those queued ahead, each as long as its tool's recent latency, spread
   over the cap;
 - the batch's `max_concurrency` (one lane in serial mode): the latency of all its calls spread over its lanes.
@@ -63,7 +63,7 @@ def estimate(
         tools = [pair for pair in plan.calls if pair[0] == server]
         known = [mean for pair in tools if (mean := means[pair]) is not None]
         tail = max(known, default=0.0)
-        ahead = queued.by_server.get(server, 0)
+        ahead = queued.by_tenant.get((plan.tenant, server), 0)  # another tenant's work is never counted here
         load = BackendLoad(server=server, calls=n, queued_ahead=ahead, max_concurrency=backend.max_concurrency)
         if backend.rate_limit:
             limit = backend.rate_limit
@@ -71,9 +71,8 @@ def estimate(
             burst = limit.burst or 1
             bounds.append(_rate_bound(BoundKind.rate_limit, server, n, ahead, rate, burst, tail))
             if plan.rate_share is not None:
-                mine = queued.by_tenant.get((plan.tenant, server), 0)
                 rate, burst = rate * plan.rate_share, max(1, int(burst * plan.rate_share))
-                bounds.append(_rate_bound(BoundKind.tenant_rate_share, server, n, mine, rate, burst, tail))
+                bounds.append(_rate_bound(BoundKind.tenant_rate_share, server, n, ahead, rate, burst, tail))
             load.rate_per_second, load.burst = round(rate, 6), burst
         if backend.max_concurrency and known:
             per_call = busy[server] / n if len(known) == len(tools) else tail  # an unknown tool: as the slowest known

@@ -1,5 +1,6 @@
-"""The call latency observed recently per backend and tool: a capped list per tool, newest first, which workers
-add to (a sample at a time, a second's worth in one pipeline) and the dry run's estimate reads."""
+"""The call latency observed recently per backend, tool and tenant: a capped list per tool for each tenant, newest
+first, which workers add to (a sample at a time, a second's worth in one pipeline) and the dry run's estimate reads
+for its caller's tenant only, so no tenant can read how long another's calls take."""
 
 from __future__ import annotations
 
@@ -20,21 +21,23 @@ class Latencies:
         self.redis = redis
         self.keys = keys
 
-    async def add(self, samples: Mapping[tuple[str, str], Sequence[float]]) -> None:
-        """Push each tool's new latencies (seconds, oldest first) and cap its list, in one round trip."""
+    async def add(self, samples: Mapping[tuple[str, str, str], Sequence[float]]) -> None:
+        """Push each (server, tool, tenant)'s new latencies (seconds, oldest first) and cap its list, in one round
+        trip."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            for (server, tool), seconds in samples.items():
-                key = self.keys.latency(server, tool)
+            for (server, tool, tenant), seconds in samples.items():
+                key = self.keys.latency(server, tool, tenant)
                 pipe.lpush(key, *(f"{value:.6f}" for value in seconds[-SAMPLE:]))
                 pipe.ltrim(key, 0, SAMPLE - 1)
                 pipe.pexpire(key, _TTL_MS)
             await pipe.execute()
 
-    async def recent(self, tools: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[float]]:
-        """The latencies kept for each (server, tool), newest first (an empty list: none observed yet)."""
+    async def recent(self, tenant: str, tools: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[float]]:
+        """The latencies of the tenant's calls kept for each (server, tool), newest first (an empty list: none
+        observed yet)."""
         wanted = list(tools)
         async with self.redis.pipeline(transaction=False) as pipe:
             for server, tool in wanted:
-                pipe.lrange(self.keys.latency(server, tool), 0, SAMPLE - 1)
+                pipe.lrange(self.keys.latency(server, tool, tenant), 0, SAMPLE - 1)
             replies = await pipe.execute()
         return {pair: [float(v) for v in reply] for pair, reply in zip(wanted, replies, strict=True)}

@@ -1,5 +1,6 @@
 """The dry run's estimate (contract/estimate.py) from what the service knows now: the servers file's limits, the
-work queued for each backend and the latencies the workers observed recently (both read from the store)."""
+caller's tenant's own work queued for each backend and the latencies of its own recent calls (both read from the
+store). Another tenant's work and latencies never enter: a dry run cannot watch what another tenant does."""
 
 from __future__ import annotations
 
@@ -24,5 +25,5 @@ async def estimate(
     plan = Plan(calls, lanes, caller.tenant, caller.rate_share)
     backends = {server: b for server in {s for s, _ in calls} if (b := services.registry.get(server)) is not None}
     queued = await services.store.backlog.queued()
-    latencies = await services.store.latencies.recent(calls)
+    latencies = await services.store.latencies.recent(caller.tenant, calls)
     return compute(plan, backends, queued, latencies)

@@ -31,16 +31,18 @@ def test_a_rate_limit_bounds_a_batch_after_its_burst_plus_the_last_calls_latency
     assert found.seconds == pytest.approx(95 / 10 + 0.2) and found.complete is True
 
 
-def test_work_queued_ahead_and_the_tenants_share_count() -> None:
+def test_the_tenants_own_work_queued_ahead_and_its_share_count_and_no_other_tenants() -> None:
     limited = {"a": backend(rate_limit={"per_minute": 600})}
-    queued = Queued({"a": 50}, {("t", "a"): 10})
+    queued = Queued({"a": 50}, {("t", "a"): 10, ("u", "a"): 40})
     found = estimate(plan({("a", "x"): 10}, share=0.25), limited, queued, {})
     kinds = {b.kind: b.seconds for b in found.bounds}
-    assert kinds[BoundKind.rate_limit] == pytest.approx(59 / 10)
+    assert kinds[BoundKind.rate_limit] == pytest.approx(19 / 10)
     assert kinds[BoundKind.tenant_rate_share] == pytest.approx(19 / 2.5)
     assert found.bound is not None and found.bound.kind is BoundKind.tenant_rate_share
     assert found.complete is False and found.unknown_latency == ["a/x"]
-    assert found.backends[0].queued_ahead == 50 and found.backends[0].rate_per_second == 2.5
+    assert found.backends[0].queued_ahead == 10 and found.backends[0].rate_per_second == 2.5
+    alone = estimate(plan({("a", "x"): 10}, share=0.25), limited, Queued({"a": 10}, {("t", "a"): 10}), {})
+    assert alone == found  # tenant u's 40 queued calls move nothing tenant t sees
 
 
 def test_latency_bounds_a_backends_cap_and_the_batchs_lanes() -> None:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support import HttpBackendProcess, eventually, finished, stamps, submit
+from mcp_batch.settings import Settings
+from mcp_batch.tenants import hash_key
+from tests.support import HttpBackendProcess, eventually, finished, running_service, stamps, submit
 
 pytestmark = pytest.mark.timeout(120)
 
 RATE = 40  # calls per second: a 200-call batch takes five seconds
+ALPHA, BETA = "mcpb_alpha-key", "mcpb_beta-key"
 
 
 @pytest.fixture
@@ -86,3 +91,27 @@ async def test_the_estimate_of_a_rate_limited_batch_is_within_a_quarter_of_its_w
     actual = time.monotonic() - start
     assert document["ok"] is True
     assert abs(found["seconds"] - actual) <= 0.25 * actual, (found, actual)
+
+
+@pytest.fixture
+def keyed(settings: Settings, tmp_path: Path) -> Settings:
+    keys = [{"sha256": hash_key(key), "tenant": tenant} for key, tenant in [(ALPHA, "alpha"), (BETA, "beta")]]
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
+    return settings.model_copy(update={"auth": "keys", "keys": tmp_path / "keys.json"})
+
+
+async def test_another_tenants_437_queued_calls_and_its_latencies_move_nothing_a_tenant_sees(keyed: Settings) -> None:
+    async with (
+        running_service(keyed) as service,
+        httpx.AsyncClient(base_url=service.base_url, headers={"Authorization": f"Bearer {ALPHA}"}) as alpha,
+        httpx.AsyncClient(base_url=service.base_url, headers={"Authorization": f"Bearer {BETA}"}) as beta,
+    ):
+        assert (await finished(beta, (await submit(beta, stamps("demo_http", 4, 0.05)))["id"]))["ok"]
+        before = await estimate(alpha, stamps("limited", 1) + stamps("demo_http", 1))
+        queued = await submit(beta, stamps("limited", 437), max_concurrency=1)
+        assert (await estimate(beta, stamps("limited", 1)))["backends"][0]["queued_ahead"] > 400  # beta's own view
+        after = await estimate(alpha, stamps("limited", 1) + stamps("demo_http", 1))
+        assert after == before
+        assert [b["queued_ahead"] for b in after["backends"]] == [0, 0]
+        assert [t["samples"] for t in after["latency"]] == [0, 0]  # beta's demo_http calls are beta's alone
+        await beta.post(f"/v1/batches/{queued['id']}/cancel")
