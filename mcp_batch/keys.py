@@ -237,6 +237,11 @@ class Keys:
         return f"{self.prefix}:queue"
 
     @property
+    def queue_turns(self) -> str:
+        """Control plane: tenant -> the queue score its next job takes (store/queue.py's fair queueing)."""
+        return f"{self.prefix}:queue:turns"
+
+    @property
     def done_channel(self) -> str:
         return self._channel("done")
 

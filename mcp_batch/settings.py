@@ -184,6 +184,13 @@ class Settings(BaseSettings):
         ge=1,
         description="Shard jobs one worker process runs at once (arq's max_jobs); never two shards of one batch.",
     )
+    worker_tenant_max_jobs: int | None = Field(
+        None,
+        ge=1,
+        description="Most of one worker's job slots one tenant's jobs hold at once, so another tenant's batch finds a "
+        "slot however long the first tenant's jobs run (a call waiting on a person's answer included). Default: four "
+        "fifths of MCP_BATCH_WORKER_MAX_JOBS, rounded up; all of them with MCP_BATCH_AUTH=none (one tenant).",
+    )
     worker_idle_poll_seconds: float = Field(
         0.5, gt=0, description="Fallback queue poll when no wake-up arrives (new work wakes workers at once)."
     )
@@ -375,6 +382,14 @@ class Settings(BaseSettings):
         description="Largest question stored as an item's input request (its params as JSON); a larger one is "
         "declined at once.",
     )
+
+    def tenant_job_slots(self) -> int:
+        """How many of a worker's job slots one tenant's jobs may hold (`worker_tenant_max_jobs`, or its default)."""
+        if self.worker_tenant_max_jobs is not None:
+            return min(self.worker_tenant_max_jobs, self.worker_max_jobs)
+        if self.auth == "none":
+            return self.worker_max_jobs
+        return -(-self.worker_max_jobs * 4 // 5)
 
 
 @lru_cache

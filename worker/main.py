@@ -10,7 +10,7 @@ import os
 import signal
 import socket
 from contextlib import ExitStack, suppress
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from arq import func
@@ -40,6 +40,7 @@ from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
 from worker.delivery import deliver_forever
+from worker.fair_pick import FairPick
 from worker.latency import LatencySampler
 from worker.priority import PriorityTurns
 from worker.recovery import recover_forever
@@ -168,6 +169,7 @@ class Worker(ArqWorker):
         self._draining: asyncio.Future[None] | None = None
         self._stopped_by: signal.Signals | None = None  # the signal that began a graceful stop
         self._pick: JobPick | None = None
+        self._fair: FairPick | None = None
 
     # arq internal (0.28): arq opens its pool in main() when given none; ours is opened as the API's is (a Sentinel
     # URL's failed attempts closed, sentinels included).
@@ -181,12 +183,17 @@ class Worker(ArqWorker):
     # JobPick: the same check and the same in-progress key). The rest is arq's start_jobs as it is: its job slots
     # (sem, job_counter), its run_job, its callback that frees the slot.
     async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """Start jobs one by one, skipping shards of a batch this worker already runs: other workers take those,
-        or this one does once its own shard has finished (each job's end polls the queue again at once)."""
+        """Start jobs one by one in fair order (worker/fair_pick.py: tenants in turns, priority within a tenant, no
+        tenant past its share of the slots), skipping shards of a batch this worker already runs: other workers take
+        those, or this one does once its own shard has finished (each job's end polls the queue again at once)."""
         if self._pick is None:
             self._pick = JobPick(self.pool, self.queue_name)
-        for raw in job_ids:
-            job = raw.decode()
+        state: WorkerState | None = self.ctx.get(STATE)
+        if state is None:
+            return  # not started yet: the next poll picks
+        if self._fair is None:
+            self._fair = FairPick(state.store.backlog, state.settings.tenant_job_slots())
+        for job in await self._fair.order([raw.decode() for raw in job_ids]):
             if any(shards.batch_of(j) == shards.batch_of(job) for j, t in self.tasks.items() if not t.done()):
                 continue
             await self.sem.acquire()
@@ -205,9 +212,15 @@ class Worker(ArqWorker):
                 self.sem.release()
                 continue
             task = self.loop.create_task(self.run_job(job, score))
+            self._fair.started(job)
+            task.add_done_callback(partial(self._fair_ended, job))
             task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
             task.add_done_callback(self._job_ended)
             self.tasks[job] = task
+
+    def _fair_ended(self, job: str, _task: asyncio.Task[Any]) -> None:
+        if self._fair is not None:
+            self._fair.ended(job)
 
     def _job_ended(self, _task: asyncio.Task[Any]) -> None:
         # A job's end frees a slot and its batch: jobs skipped above, or left in the queue while every slot was

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
 
 from redis.asyncio import Redis
 
@@ -23,9 +22,6 @@ from mcp_batch.models import Priority
 
 RANK = {Priority.high: 0, Priority.normal: 1, Priority.low: 2}
 MIN_SHARE = 0.1  # of the tenant's rate, what a rank keeps while a higher one runs (each rank below the highest)
-# A `high` batch's shard jobs are queued as if submitted this long before: workers whose job slots are all taken
-# take them before the jobs already waiting (the queue is served oldest first). The others queue as they come.
-QUEUED_AHEAD = {Priority.high: timedelta(minutes=10)}
 
 # KEYS: the priority hash. ARGV: rank, interval µs (the rank's minimum share), the furthest slot to book (µs).
 # Returns {2, 0}: no higher rank runs; {1, wait µs}: a turn booked `wait` from now; {0, wait µs}: the next turn is

@@ -14,10 +14,18 @@ from redis.asyncio import Redis
 
 from mcp_batch import shards
 from mcp_batch.keys import Keys
-from mcp_batch.models import TERMINAL_BATCH, BatchStatus
+from mcp_batch.models import TERMINAL_BATCH, BatchStatus, Priority
 
 _FIELDS = ["status", "total", "claimed", "finished", "halt", "tenant", "calls_by_server"]
 _MOST = 10_000  # live shard jobs read at most (more: the backlog counted is that of the oldest leases' batches)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose a queued job's batch is, and its priority among that tenant's batches."""
+
+    tenant: str
+    priority: Priority = Priority.normal
 
 
 @dataclass(frozen=True)
@@ -66,3 +74,16 @@ class Backlog:
                 by_server[server] += n
                 by_tenant[tenant, server] += n
         return Queued(dict(by_server), dict(by_tenant))
+
+    async def owners(self, batch_ids: list[str]) -> dict[str, Owner]:
+        """The tenant and priority of each batch that still exists (one pipeline): a worker picks queued jobs
+        fairly between tenants with them."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for batch_id in batch_ids:
+                pipe.hmget(self.keys.batch(batch_id), ["tenant", "priority"])
+            rows = await pipe.execute()
+        found = {}
+        for batch_id, (tenant, priority) in zip(batch_ids, rows, strict=True):
+            if tenant is not None:
+                found[batch_id] = Owner(tenant.decode(), Priority(priority.decode()) if priority else Priority.normal)
+        return found

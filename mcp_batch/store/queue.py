@@ -9,16 +9,21 @@ A job is queued by one script that writes what arq's `ArqRedis.enqueue_job` writ
 and publishes the wake in the same round trip: a submit's jobs and their wake cost one round trip instead of arq's
 three per job and a PUBLISH. arq's worker reads the job as it reads its own; tests/mcp_batch/store/test_queue.py
 fails if arq's layout changes under the pin in pyproject.toml.
+
+The queue is served oldest score first, and scores are fair between tenants (start-time fair queueing): a tenant's
+job is scored at the later of the queue's head (the oldest job still in it, or a second before now) and the
+tenant's own next turn, which each of its jobs moves on by `TURN_MS` (never past now: a job is due when queued). A
+tenant with nothing queued starts next to the head; one with many jobs queued has its turns spread out behind, so
+the others' jobs interleave with its backlog instead of waiting behind it. Priority is the tenant's own affair: the
+worker runs a tenant's higher-priority jobs in that tenant's turns (worker/fair_pick.py), never in another's.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from arq import ArqRedis
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
-from arq.utils import timestamp_ms, to_ms
+from arq.utils import timestamp_ms
 from redis.asyncio import Redis
 
 from mcp_batch.keys import Keys
@@ -26,19 +31,35 @@ from mcp_batch.store.overview import Heartbeat
 
 JOB_FUNCTION = "run_batch"  # the name the worker registers its shard job under (worker/main.py)
 
-# KEYS: 1 the queue, then each job's arq job key and result key. ARGV: 1 the wake channel ('' no wake), 2 its
-# message, then per job: its id, its score (ms), its key's life (ms), the serialized job. A job whose key or result
-# exists is left alone, as arq's enqueue_job does. Returns how many were queued.
-_ENQUEUE = """
+TURN_MS = 0.001  # how far one job moves its tenant's next turn
+SLACK_MS = 1_000  # turns start this far before now, so a million of one tenant's jobs are all due at once
+
+# KEYS: 1 the queue, 2 the tenants' turns, then each job's arq job key and result key. ARGV: 1 the wake channel ('' no
+# wake), 2 its message, 3 now (ms, the API's clock, as arq's enqueue_job), 4 the keys' life past their score (ms), 5
+# the tenant ('' none: a job taken over, which goes next to the head), 6 TURN_MS, then per job: its id, the serialized
+# job. A job whose key or result exists is left alone, as arq's enqueue_job does. Returns how many were queued.
+_ENQUEUE = f"""
+local SLACK_MS = {SLACK_MS}
+local now = tonumber(ARGV[3])
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local score = now - SLACK_MS
+if head[2] and tonumber(head[2]) < score then score = tonumber(head[2]) end
+if ARGV[5] ~= '' then
+  local turn = tonumber(redis.call('HGET', KEYS[2], ARGV[5]) or '0')
+  if turn > score then score = turn end
+end
 local queued = 0
-for j = 0, (#KEYS - 1) / 2 - 1 do
-  local a = 3 + 4 * j
-  if redis.call('EXISTS', KEYS[2 + 2 * j], KEYS[3 + 2 * j]) == 0 then
-    redis.call('PSETEX', KEYS[2 + 2 * j], ARGV[a + 2], ARGV[a + 3])
-    redis.call('ZADD', KEYS[1], ARGV[a + 1], ARGV[a])
+for j = 0, (#KEYS - 2) / 2 - 1 do
+  local a = 7 + 2 * j
+  if redis.call('EXISTS', KEYS[3 + 2 * j], KEYS[4 + 2 * j]) == 0 then
+    local due = math.min(score, now)  -- never later than now: a job scored ahead would wait for its time
+    redis.call('PSETEX', KEYS[3 + 2 * j], math.max(1, math.floor(due - now + tonumber(ARGV[4]))), ARGV[a + 1])
+    redis.call('ZADD', KEYS[1], string.format('%.3f', due), ARGV[a])
+    score = score + tonumber(ARGV[6])
     queued = queued + 1
   end
 end
+if ARGV[5] ~= '' and queued > 0 then redis.call('HSET', KEYS[2], ARGV[5], string.format('%.3f', score)) end
 if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
 return queued
 """
@@ -91,35 +112,31 @@ class JobQueue:
         self.keys = keys
         self._enqueue = control.register_script(_ENQUEUE)
 
-    async def enqueue(
-        self, batch_id: str, shard: int, job: str, generation: int | None = None, ahead: timedelta | None = None
-    ) -> None:
-        """Queue one shard job under its id (a second job with the same id is refused, as arq refuses it); `ahead`:
-        scored as if queued that long ago, so it runs before the jobs queued since (a high-priority batch)."""
+    async def enqueue(self, batch_id: str, shard: int, job: str, generation: int | None = None) -> None:
+        """Queue one shard job under its id (a second job with the same id is refused, as arq refuses it): a job
+        taken over from a worker that stopped, which goes next to the queue's head (it had its turn already)."""
         args: tuple[object, ...] = (batch_id, shard) if generation is None else (batch_id, shard, generation)
-        await self._queue([(job, args)], ahead, wake=None)
+        await self._queue([(job, args)], None, wake=None)
 
-    async def enqueue_and_wake(self, batch_id: str, jobs: list[str], ahead: timedelta | None = None) -> None:
-        """Queue a new batch's shard jobs (shard n is `jobs[n]`) and wake idle workers, in one round trip."""
-        await self._queue([(job, (batch_id, shard)) for shard, job in enumerate(jobs)], ahead, wake=batch_id)
+    async def enqueue_and_wake(self, batch_id: str, jobs: list[str], tenant: str) -> None:
+        """Queue a new batch's shard jobs (shard n is `jobs[n]`) in the tenant's turns and wake idle workers, in
+        one round trip."""
+        await self._queue([(job, (batch_id, shard)) for shard, job in enumerate(jobs)], tenant, wake=batch_id)
 
-    async def _queue(
-        self, jobs: list[tuple[str, tuple[object, ...]]], ahead: timedelta | None, wake: str | None
-    ) -> None:
-        # As arq's enqueue_job: the score and the job's enqueue time from this clock, the key's life a day past
-        # the score; the serializer is the pool's (the worker's pool deserializes with its counterpart).
+    async def _queue(self, jobs: list[tuple[str, tuple[object, ...]]], tenant: str | None, wake: str | None) -> None:
+        # As arq's enqueue_job: the job's enqueue time from this clock, the key's life a day past its score; the
+        # serializer is the pool's (the worker's pool deserializes with its counterpart).
         pool = self.control
         if not isinstance(pool, ArqRedis):
             raise TypeError("queueing a job needs the control plane's arq pool")
         now = timestamp_ms()
-        score = now - (to_ms(ahead) or 0)
-        life = score - now + pool.expires_extra_ms
-        keys = [self.keys.queue]
-        args: list[str | int | bytes] = ["" if wake is None else self.keys.wake_channel, wake or ""]
+        keys = [self.keys.queue, self.keys.queue_turns]
+        args: list[str | int | float | bytes] = ["" if wake is None else self.keys.wake_channel, wake or ""]
+        args += [now, pool.expires_extra_ms, tenant or "", TURN_MS]
         for job, job_args in jobs:
             keys += [job_key_prefix + job, result_key_prefix + job]
             body = serialize_job(JOB_FUNCTION, job_args, {}, None, now, serializer=pool.job_serializer)
-            args += [job, score, life, body]
+            args += [job, body]
         await self._enqueue(keys, args)
 
     async def wake(self, batch_id: str) -> None:

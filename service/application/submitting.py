@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mcp_batch import shards
-from mcp_batch.backends.priority import QUEUED_AHEAD
 from mcp_batch.contract.checks import Bounds, Refusal, precheck
 from mcp_batch.contract.references import any_may_reference
 from mcp_batch.contract.retry_settings import annotate
@@ -102,7 +101,7 @@ async def _store_and_queue(
         tenant_max_unfinished_items=caller.max_unfinished_items,
     )
     try:
-        await store.queue.enqueue_and_wake(batch_id, jobs, ahead=QUEUED_AHEAD.get(request.priority))
+        await store.queue.enqueue_and_wake(batch_id, jobs, caller.tenant)
     except BaseException:
         await store.submits.delete(batch_id, jobs)
         raise

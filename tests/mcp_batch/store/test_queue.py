@@ -4,13 +4,12 @@ as arq marks it. These fail if arq's job layout changes under the pin in pyproje
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 import redis.asyncio as aioredis
 from arq import ArqRedis
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import Job, JobStatus, deserialize_job_raw
+from arq.utils import timestamp_ms
 
 from mcp_batch.keys import Keys
 from mcp_batch.store.queue import JOB_FUNCTION, JobPick, JobQueue
@@ -49,16 +48,30 @@ async def test_a_queued_job_is_what_arqs_enqueue_job_writes(redis: aioredis.Redi
     assert await Job("b1:0:0", pool, _queue_name=keys.queue).status() is JobStatus.queued
 
 
-async def test_a_job_queued_ahead_is_scored_and_kept_as_arq_keeps_a_job_deferred_by_minus_that(
+async def queue_order(pool: ArqRedis, keys: Keys) -> list[str]:
+    return [job.decode() for job in await pool.zrange(keys.queue, 0, -1)]
+
+
+async def test_a_tenants_jobs_take_turns_with_anothers_instead_of_waiting_behind_its_backlog(
     redis: aioredis.Redis,
 ) -> None:
     pool, keys = arq_pool(redis), Keys()
-    ahead = timedelta(minutes=10)
-    await JobQueue(pool, keys).enqueue("b1", 0, "b1:0:0", ahead=ahead)
-    await pool.enqueue_job(JOB_FUNCTION, "b2", 0, _job_id="b2:0:0", _queue_name=keys.queue, _defer_by=-ahead)
-    _, our_score, our_life = await stored_job(pool, keys.queue, "b1:0:0")
-    _, their_score, their_life = await stored_job(pool, keys.queue, "b2:0:0")
-    assert abs(our_score - their_score) < 5_000 and abs(our_life - their_life) < 5_000
+    queue = JobQueue(pool, keys)
+    for n in range(4):
+        await queue.enqueue_and_wake(f"a{n}", [f"a{n}:0:0"], "alpha")
+    await queue.enqueue_and_wake("b0", ["b0:0:0", "b0:1:0"], "beta")
+    await queue.enqueue_and_wake("b1", ["b1:0:0"], "beta")
+    assert await queue_order(pool, keys) == ["a0:0:0", "b0:0:0", "a1:0:0", "b0:1:0", "a2:0:0", "b1:0:0", "a3:0:0"]
+    _, score, life = await stored_job(pool, keys.queue, "b1:0:0")
+    assert score <= timestamp_ms() and life > pool.expires_extra_ms - 5_000  # due at once, kept as arq keeps it
+
+
+async def test_a_job_taken_over_goes_next_to_the_head(redis: aioredis.Redis) -> None:
+    pool, keys = arq_pool(redis), Keys()
+    queue = JobQueue(pool, keys)
+    await queue.enqueue_and_wake("a0", ["a0:0:0", "a0:1:0", "a0:2:0"], "alpha")
+    await queue.enqueue("b0", 0, "b0:0:1", 1)
+    assert (await queue_order(pool, keys))[:2] == ["a0:0:0", "b0:0:1"]
 
 
 async def test_a_job_id_already_queued_or_with_a_result_is_not_queued_again(redis: aioredis.Redis) -> None:
@@ -66,7 +79,7 @@ async def test_a_job_id_already_queued_or_with_a_result_is_not_queued_again(redi
     queue = JobQueue(pool, keys)
     await queue.enqueue("b1", 0, "b1:0:0")
     before = await pool.get(job_key_prefix + "b1:0:0")
-    await queue.enqueue("b1", 0, "b1:0:0", ahead=timedelta(hours=1))
+    await queue.enqueue("b1", 0, "b1:0:0", 1)
     assert await pool.get(job_key_prefix + "b1:0:0") == before
     await pool.set(result_key_prefix + "b2:0:0", b"done")
     await queue.enqueue("b2", 0, "b2:0:0")
@@ -80,16 +93,25 @@ async def test_a_new_batchs_jobs_and_their_wake_go_in_one_round_trip(own_redis: 
         await pubsub.subscribe(keys.wake_channel)
         await pubsub.get_message(timeout=5)  # the subscribe confirmation
         queue = JobQueue(pool, keys)
-        await queue.enqueue_and_wake("b0", ["b0:0:0"])  # the first sends the script: Redis had not seen it
+        await queue.enqueue_and_wake("b0", ["b0:0:0"], "t")  # the first sends the script: Redis had not seen it
         assert (await pubsub.get_message(ignore_subscribe_messages=True, timeout=5) or {}).get("data") == b"b0"
         await redis.config_resetstat()
-        await queue.enqueue_and_wake("b1", ["b1:0:0", "b1:1:0"])
+        await queue.enqueue_and_wake("b1", ["b1:0:0", "b1:1:0"], "t")
         stats = await redis.info("commandstats")
         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5)
         assert message is not None and message["data"] == b"b1"
         sent = {name.removeprefix("cmdstat_"): row["calls"] for name, row in stats.items()}
         # the script's own commands count too; what the client sent is the one EVALSHA
-        assert sent.pop("evalsha") == 1 and set(sent) <= {"exists", "psetex", "zadd", "publish", "config|resetstat"}
+        assert sent.pop("evalsha") == 1 and set(sent) <= {
+            "exists",
+            "psetex",
+            "zadd",
+            "publish",
+            "config|resetstat",
+            "zrange",  # the queue's head and the tenant's turn
+            "hget",
+            "hset",
+        }
         assert await pool.zrange(keys.queue, 0, -1) == [b"b0:0:0", b"b1:0:0", b"b1:1:0"]
         for shard in (0, 1):
             info = await Job(f"b1:{shard}:0", pool, _queue_name=keys.queue).info()
@@ -101,9 +123,9 @@ async def test_queueing_survives_a_script_flush(own_redis: RedisServer) -> None:
     async with aioredis.Redis.from_url(own_redis.url) as redis:
         pool = arq_pool(redis)
         queue = JobQueue(pool, keys)
-        await queue.enqueue_and_wake("b1", ["b1:0:0"])
+        await queue.enqueue_and_wake("b1", ["b1:0:0"], "t")
         await redis.script_flush()  # a restarted Redis has lost the script: it is sent again
-        await queue.enqueue_and_wake("b2", ["b2:0:0"])
+        await queue.enqueue_and_wake("b2", ["b2:0:0"], "t")
         assert await pool.exists(job_key_prefix + "b1:0:0", job_key_prefix + "b2:0:0") == 2
 
 

@@ -1,0 +1,66 @@
+"""Which queued shard jobs a worker starts first when it has free slots: fair between tenants, priority within one.
+
+The queue's scores already take tenants in turns (store/queue.py). Here, among the jobs the worker read from the
+queue's head, each tenant's jobs fill that tenant's turns highest priority first (a `high` batch goes ahead of its
+own tenant's queued work, never ahead of another tenant's), and a free slot goes to the tenant holding the fewest
+of this worker's slots, its oldest turn first. A tenant holds at most `tenant_max_jobs` of the worker's slots, so
+another tenant's batch always finds one, however long the first tenant's jobs run (a call waiting on a person's
+answer included).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from mcp_batch import shards
+from mcp_batch.backends.priority import RANK
+from mcp_batch.store.backlog import Backlog, Owner
+
+_NOBODY = Owner("")  # a job whose batch is gone: it starts and ends at once
+
+
+def fair_order(jobs: Sequence[str], owners: Mapping[str, Owner], held: Counter[str], most: int) -> list[str]:
+    """`jobs` (queue order) in the order to start them, without those of tenants already holding `most` slots
+    (`held`: slots each tenant's jobs hold on this worker). Pure: the worker's state is its arguments."""
+    turns: dict[str, list[int]] = {}
+    own: dict[str, list[str]] = {}
+    for position, job in enumerate(jobs):
+        tenant = owners.get(shards.batch_of(job), _NOBODY).tenant
+        turns.setdefault(tenant, []).append(position)
+        own.setdefault(tenant, []).append(job)
+    for tenant_jobs in own.values():  # stable: within a rank, queue order
+        tenant_jobs.sort(key=lambda job: RANK[owners.get(shards.batch_of(job), _NOBODY).priority])
+    taken = Counter(held)
+    done = dict.fromkeys(own, 0)
+    order: list[str] = []
+    while True:
+        ready = [t for t in own if done[t] < len(own[t]) and (t == "" or taken[t] < most)]
+        if not ready:
+            return order
+        tenant = min(ready, key=lambda t: (taken[t], turns[t][done[t]]))
+        order.append(own[tenant][done[tenant]])
+        done[tenant] += 1
+        taken[tenant] += 1
+
+
+class FairPick:
+    """One worker's picks: whose each running job is, and the order to start queued ones in."""
+
+    def __init__(self, backlog: Backlog, tenant_max_jobs: int) -> None:
+        self._backlog = backlog
+        self._most = tenant_max_jobs
+        self._tenant_of: dict[str, str] = {}  # running job -> its tenant
+        self._owners: dict[str, Owner] = {}  # the last read's batches
+
+    async def order(self, jobs: list[str]) -> list[str]:
+        """The queued `jobs` in the order this worker should try to start them."""
+        owners = await self._backlog.owners(sorted({shards.batch_of(job) for job in jobs}))
+        self._owners = owners
+        return fair_order(jobs, owners, Counter(self._tenant_of.values()), self._most)
+
+    def started(self, job: str) -> None:
+        self._tenant_of[job] = self._owners.get(shards.batch_of(job), _NOBODY).tenant
+
+    def ended(self, job: str) -> None:
+        self._tenant_of.pop(job, None)
