@@ -14,12 +14,16 @@ from mcp_batch.tenants import Caller
 from service.application.services import Services
 
 
+def dispatched(results: list[DryRunItem]) -> Counter[tuple[str, str]]:
+    """(server, tool) -> the calls of a dry run's `results` that would be dispatched."""
+    return Counter((r.server, r.tool) for r in results if r.status is ItemStatus.pending)
+
+
 async def estimate(
-    services: Services, request: BatchRequest, results: list[DryRunItem], concurrency: int, caller: Caller
+    services: Services, request: BatchRequest, calls: Counter[tuple[str, str]], concurrency: int, caller: Caller
 ) -> Estimate:
-    """How long `request` would take, counting only the calls that would be dispatched (`results`); `concurrency`
-    is its effective max_concurrency."""
-    calls = Counter((r.server, r.tool) for r in results if r.status is ItemStatus.pending)
+    """How long `request` would take, counting only the calls that would be dispatched (`calls`, from
+    `dispatched`); `concurrency` is its effective max_concurrency."""
     dispatched = sum(calls.values())
     lanes = 1 if request.mode is Mode.serial else max(1, min(concurrency, dispatched))
     plan = Plan(calls, lanes, caller.tenant, caller.rate_share)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mcp_batch import shards
+from mcp_batch.backend_info import ToolInfo
 from mcp_batch.contract.checks import Bounds, Refusal, precheck
 from mcp_batch.contract.references import any_may_reference
 from mcp_batch.contract.retry_settings import annotate
@@ -172,12 +173,27 @@ def _kept_from(problems: list[Problem], inherited: dict[str, str]) -> list[Probl
 
 async def dry_run(services: Services, request: BatchRequest, caller: Caller = ANYONE) -> DryRun:
     """Every check a batch would meet, with each call's would-be status, and how long it would take (its
-    estimate); nothing is stored or queued."""
-    concurrency = validate(services, request, caller)
-    bounds = Bounds(services.settings.max_argument_bytes, services.settings.max_argument_depth)
-    names = {call.server for call in request.calls if call.server in services.registry}
+    estimate); nothing is stored or queued. A large batch is checked in a worker thread, as a large submit is, so
+    the event loop keeps serving other requests meanwhile."""
+    calls = len(request.calls)
+    concurrency = await _off_loop_if_large(calls, validate, services, request, caller)
+    names = await _off_loop_if_large(calls, _known_servers, services, request)
     listed = await asyncio.gather(*(services.catalog.tools(name) for name in names), return_exceptions=True)
     tools = {n: {t.name: t for t in ts} for n, ts in zip(names, listed, strict=True) if isinstance(ts, list)}
+    results = await _off_loop_if_large(calls, _would_be, services, request, caller, tools)
+    sent = await _off_loop_if_large(calls, estimating.dispatched, results)
+    return DryRun(
+        valid=sum(sent.values()) == calls,
+        results=results,
+        estimate=await estimating.estimate(services, request, sent, concurrency, caller),
+    )
+
+
+def _would_be(
+    services: Services, request: BatchRequest, caller: Caller, tools: dict[str, dict[str, ToolInfo]]
+) -> list[DryRunItem]:
+    """Each call's would-be status: what the worker's own checks would refuse it for, or pending."""
+    bounds = Bounds(services.settings.max_argument_bytes, services.settings.max_argument_depth)
     results = []
     for index, call in enumerate(request.calls):
         backend = services.registry.get(call.server)
@@ -196,12 +212,7 @@ async def dry_run(services: Services, request: BatchRequest, caller: Caller = AN
                 error=ItemError.model_validate(refusal.error()) if refusal else None,
             )
         )
-    valid = all(r.status is ItemStatus.pending for r in results)
-    return DryRun(
-        valid=valid,
-        results=results,
-        estimate=await estimating.estimate(services, request, results, concurrency, caller),
-    )
+    return results
 
 
 def _cursor_refusal(services: Services, cursor: str, caller: Caller) -> Refusal | None:
@@ -220,6 +231,10 @@ _OFF_LOOP_CALLS = 1_000  # a batch with more calls is checked in a worker thread
 async def _off_loop_if_large(calls: int, check: Callable[..., T], *args: Any) -> T:
     """`check(*args)`, in a worker thread for a large batch (pure Python there gives the GIL away every few ms)."""
     return await asyncio.to_thread(check, *args) if calls > _OFF_LOOP_CALLS else check(*args)
+
+
+def _known_servers(services: Services, request: BatchRequest) -> set[str]:
+    return {call.server for call in request.calls if call.server in services.registry}
 
 
 def _survey(request: BatchRequest) -> tuple[set[str], bool]:

@@ -201,3 +201,30 @@ def _item_model(annotation: Any) -> type[BaseModel] | None:
 @lru_cache
 def _adapter(item_model: type[BaseModel]) -> TypeAdapter[list[Any]]:
     return TypeAdapter(list[item_model])  # type: ignore[valid-type]
+
+
+def _json_in_steps(model: BaseModel, field: str, pause: Callable[[], None]) -> bytes:
+    """The model's JSON (its `field`, a list of models, first), that list dumped a chunk at a time."""
+    items: list[BaseModel] = getattr(model, field)
+    item_model: type[BaseModel] = type(items[0])
+    adapter = _adapter(item_model)
+    parts = []
+    for start in range(0, len(items), _CHUNK):
+        parts.append(adapter.dump_json(items[start : start + _CHUNK])[1:-1])
+        pause()
+    rest = model.model_dump_json(exclude={field}).encode()
+    return b'{"%s":[' % field.encode() + b",".join(parts) + b"]" + (b"," + rest[1:] if rest != b"{}" else b"}")
+
+
+async def json_off_loop(model: BaseModel, field: str) -> bytes:
+    """The model's JSON, for an answer whose `field` is a long list of models: dumped in a worker thread, a chunk at
+    a time with the event loop let in between, when the list is longer than a few chunks; else here."""
+    items = getattr(model, field)
+    if len(items) <= 4 * _CHUNK:
+        return model.model_dump_json().encode()
+
+    def dump() -> bytes:
+        with collector_paused():
+            return _json_in_steps(model, field, give_way)
+
+    return await asyncio.to_thread(dump)

@@ -29,6 +29,7 @@ from service.application import deleting, reading, submitting
 from service.application.services import Services
 from service.auth import AUTH_RESPONSES, CallerDep
 from service.bodies import JSONLinesRoute, accepts_json_lines, takes_query_prefix
+from service.bodies.off_loop import drain, json_off_loop
 from service.deps import OwnedBatchId, ServicesDep
 
 
@@ -125,15 +126,21 @@ async def _submitted(services: Services, response: Response, submitted: submitti
 
 
 @router.post(
-    "/batches:validate", summary="Dry run: every check, each call's would-be status, an estimate; nothing queued"
+    "/batches:validate",
+    summary="Dry run: every check, each call's would-be status, an estimate; nothing queued",
+    response_model=DryRun,
 )
 @accepts_json_lines
-async def validate_batch(request: BatchRequest, services: ServicesDep, caller: CallerDep) -> DryRun:
+async def validate_batch(request: BatchRequest, services: ServicesDep, caller: CallerDep) -> Response:
     """422 for whole-batch faults and 403 for what the key may not do, as for a submit; otherwise what would become
     of each call, and the `estimate` of the batch's wall time: the limit that bounds it (a backend's rate limit or
     concurrency cap, the tenant's share, the batch's max_concurrency), counting the work queued for its backends and
     each tool's recent latency (docs/api.md, the estimate)."""
-    return await submitting.dry_run(services, request, caller)
+    dry = await submitting.dry_run(services, request, caller)
+    # A large batch's answer is written, and its items freed, off the event loop, as its body was read.
+    answer = await json_off_loop(dry, "results")
+    drain(dry)
+    return Response(answer, media_type="application/json")
 
 
 _TIME = f"Only batches created {{}} this time (exclusive): {list_filters.TIME_FORMAT}."
