@@ -135,13 +135,15 @@ end
 local function write()
   if #set > 0 then redis.call('HSET', KEYS[1], unpack(set)) end
 end
-if finished == total then
-  write()
-  return {0, finalize(halt)}
-end
+-- Past its deadline the batch ends `expired`, as a read already shows it, even when these were its last items
+-- (the deadline cut them, or they ended after it).
 if not halt and m[6] and tonumber(ARGV[1]) >= tonumber(m[6]) then
   halt = 'expire'
   set[#set + 1] = 'halt'; set[#set + 1] = halt
+end
+if finished == total then
+  write()
+  return {0, finalize(halt)}
 end
 if halt then
   mark(0)

@@ -101,6 +101,16 @@ async def test_a_passed_deadline_expires_what_has_not_finished(client: httpx.Asy
     assert document["elapsed_seconds"] < 3
 
 
+async def test_a_deadline_that_cuts_the_only_call_ends_the_batch_expired(client: httpx.AsyncClient) -> None:
+    batch_id = (await submit(client, sleeps(1, 5), deadline_seconds=1.0))["id"]
+    document = await finished(client, batch_id, timeout=10)
+    assert document["status"] == "expired" and document["ok"] is False
+    item = document["results"][0]
+    assert item["status"] == "expired" and item["error"]["code"] == "deadline_exceeded"
+    in_time = await finished(client, (await submit(client, sleeps(1, 0), deadline_seconds=30.0))["id"])
+    assert in_time["status"] == "completed" and in_time["ok"] is True
+
+
 async def test_a_call_has_its_own_timeout_within_a_ceiling(client: httpx.AsyncClient) -> None:
     calls = [
         {"id": "slow", "server": "demo_http", "tool": "sleep", "arguments": {"seconds": 5}, "timeout_seconds": 0.3}
