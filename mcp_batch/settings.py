@@ -341,6 +341,12 @@ class Settings(BaseSettings):
     mcp_task_poll_ms: int = Field(
         1_000, ge=1, description="The pollIntervalMs a task suggests to its client between two tasks/get."
     )
+    mcp_listens_per_key: int = Field(
+        10,
+        ge=1,
+        description="Most `subscriptions/listen` streams for task ids one API key holds open at once on one API "
+        "process; one more is refused (-32600) until one ends.",
+    )
     mcp_proxy: bool = Field(
         False,
         description="The MCP door also lists every tool of every backend as `server__tool` (with the backend's own "

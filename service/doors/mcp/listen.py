@@ -6,9 +6,11 @@ needs the extension declared on this request (-32021 otherwise) and ids the call
 answers exactly as an unknown one, -32602). It is acknowledged with the ids honored, then sends
 `notifications/tasks` (the task's fields, as tasks/get has them, without `result`) each time a task's status or
 status message changes, the first at once, each stamped with the subscription id. A task's state is in Redis, so
-the change may come from any API process or worker: the batch rows are read again every `events_check_seconds`,
-and the done channel (through `Reads.wait`) wakes the stream at once when a batch ends. The stream closes with the
-listen's result once every task has ended (or after `events_max_seconds`).
+the change may come from any API process or worker: the batch rows are read again every `events_check_seconds`
+(once per round for all of a tenant's listens on this process, listen_rounds.py), and the done channel (through
+`Reads.wait`) wakes the stream at once when a batch ends. The stream closes with the listen's result once every
+task has ended (or after `events_max_seconds`). One API key holds at most `mcp_listens_per_key` listens open at
+once on one process; one more is refused (-32600) until one ends.
 
 It relies on two things of the SDK, guarded by tests/service/doors/mcp/test_listen.py: a middleware sees a listen
 before the SDK's handler does, and `ServerSession.send_notification` sends any Notification model it is given
@@ -19,21 +21,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
-from mcp.types import INVALID_PARAMS
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST
 from mcp_types import Notification
 from redis.exceptions import RedisError
 
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import TERMINAL_BATCH
+from mcp_batch.tenants import Caller
 from service.application import reading
 from service.application.services import Services, owned
 from service.auth import current_caller
+from service.doors.mcp.listen_rounds import Rounds
 from service.doors.mcp.task_view import task_view
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -55,9 +60,12 @@ def task_ids(ctx: ServerRequestContext[Any, Any]) -> list[Any] | None:
 class TaskListen:
     """The middleware that serves a listen for task ids (`services()`: the app's lifespan builds them)."""
 
-    def __init__(self, services: Callable[[], Services], poll_ms: int) -> None:
+    def __init__(self, services: Callable[[], Services], poll_ms: int, most_per_key: int, round_seconds: float) -> None:
         self._services = services
         self._poll_ms = poll_ms
+        self._most = most_per_key
+        self._open: dict[Caller, int] = {}  # listens each key holds open on this process
+        self._rounds: Rounds[tuple[dict[str, Any], bool]] = Rounds(round_seconds)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         wanted = task_ids(ctx) if ctx.method == LISTEN else None
@@ -66,31 +74,47 @@ class TaskListen:
         require_client_extension(ctx, TASKS)
         if len(wanted) > MOST_TASK_IDS or not all(isinstance(task_id, str) for task_id in wanted):
             raise MCPError(code=INVALID_PARAMS, message=f"taskIds: at most {MOST_TASK_IDS} task ids (strings)")
-        services = self._services()
+        services, caller = self._services(), current_caller.get()
         ids = list(dict.fromkeys(wanted))
         try:
             for task_id in ids:
-                await owned(services, task_id, current_caller.get())
+                await owned(services, task_id, caller)
         except BatchNotFound:
             raise MCPError(code=INVALID_PARAMS, message=_NOT_FOUND) from None
-        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-        ack = {"notifications": {"taskIds": ids}, "_meta": meta}
-        await self._send(ctx, "notifications/subscriptions/acknowledged", ack)
-        await self._follow(ctx, services, ids, meta)
+        if self._open.get(caller, 0) >= self._most:
+            msg = f"this key already holds {self._most} listens open (MCP_BATCH_MCP_LISTENS_PER_KEY): end one first"
+            raise MCPError(code=INVALID_REQUEST, message=msg)
+        self._open[caller] = self._open.get(caller, 0) + 1
+        try:
+            meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+            ack = {"notifications": {"taskIds": ids}, "_meta": meta}
+            await self._send(ctx, "notifications/subscriptions/acknowledged", ack)
+            await self._follow(ctx, services, caller.tenant, ids, meta)
+        finally:
+            self._open[caller] -= 1
+            if not self._open[caller]:
+                del self._open[caller]
         return {"_meta": meta}
 
     async def _follow(
-        self, ctx: ServerRequestContext[Any, Any], services: Services, ids: list[str], meta: dict[str, Any]
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        services: Services,
+        tenant: str,
+        ids: list[str],
+        meta: dict[str, Any],
     ) -> None:
         settings = services.settings
         loop = asyncio.get_running_loop()
         give_up = loop.time() + settings.events_max_seconds
         shown: dict[str, tuple[str, str]] = {}
         left = list(ids)
+        woken: str | None = None  # a task whose end woke the stream: read afresh, not this round's view
         while left and loop.time() < give_up:
             for task_id in list(left):
                 try:
-                    view, ended = await self._view(services, task_id)
+                    read = partial(self._view, services, task_id)
+                    view, ended = await self._rounds.view(tenant, task_id, read, task_id == woken)
                 except (BatchNotFound, RedisError):  # expired meanwhile, or storage failing: it is dropped
                     left.remove(task_id)
                     continue
@@ -99,11 +123,15 @@ class TaskListen:
                     await self._send(ctx, TASK_CHANGED, {**view, "_meta": meta})
                 if ended:
                     left.remove(task_id)
+            woken = None
             if left:
+                began = loop.time()
                 try:  # woken at once when the first task left ends, else after one check interval
                     await services.store.reads.wait(left[0], settings.events_check_seconds)
                 except (BatchNotFound, RedisError):
                     await asyncio.sleep(settings.events_check_seconds)
+                if loop.time() - began < settings.events_check_seconds * 0.9:
+                    woken = left[0]
 
     async def _view(self, services: Services, task_id: str) -> tuple[dict[str, Any], bool]:
         document = await reading.document(services, task_id, limit=0)

@@ -36,7 +36,9 @@ _INSTRUCTIONS = (
 def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MCPServer:
     """The MCP server whose tools run batches through `services()` (read per call: the lifespan builds them)."""
     proxy = ProxyTools(services, settings) if settings.mcp_proxy else None
-    middleware: list[ServerMiddleware[object]] = [TaskListen(services, settings.mcp_task_poll_ms)]
+    middleware: list[ServerMiddleware[object]] = [
+        TaskListen(services, settings.mcp_task_poll_ms, settings.mcp_listens_per_key, settings.events_check_seconds)
+    ]
     if proxy is not None:
         middleware.append(proxy.listing)
     return MCPServer(

@@ -6,6 +6,7 @@ guard what listen.py relies on in the SDK: its middleware sees the listen first,
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import AsyncIterator
@@ -74,7 +75,10 @@ async def test_a_listener_on_one_api_process_hears_a_task_cancelled_through_anot
 
 
 async def test_another_tenants_task_id_is_refused_as_an_unknown_one(settings: Settings, tmp_path: Path) -> None:
-    keys = [{"sha256": hash_key(ALPHA), "tenant": "alpha"}, {"sha256": hash_key(BETA), "tenant": "beta"}]
+    keys = [
+        {"sha256": hash_key(ALPHA), "tenant": "alpha", "write": True},
+        {"sha256": hash_key(BETA), "tenant": "beta"},
+    ]
     (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
     keyed = settings.model_copy(update={"auth": "keys", "keys": tmp_path / "keys.json"})
     async with running_service(keyed) as service:
@@ -90,3 +94,29 @@ async def test_another_tenants_task_id_is_refused_as_an_unknown_one(settings: Se
             too_many = await rpc(alpha, "subscriptions/listen", {"notifications": {"taskIds": ["a"] * 101}})
             assert too_many.error["code"] == -32602 and "taskIds" in too_many.error["message"]
             assert (await cancel_task(alpha, task_id)).status == 200
+
+
+async def test_a_key_holds_at_most_its_listens_open_and_may_open_another_once_one_ends(settings: Settings) -> None:
+    capped = settings.model_copy(update={"mcp_listens_per_key": 2})
+    async with running_service(capped) as service, httpx.AsyncClient(base_url=service.base_url, timeout=60) as http:
+        task_id = (await call_tool(http, "submit_batch", {"calls": [SLOW]})).result["taskId"]
+        heard = [asyncio.Event(), asyncio.Event()]
+
+        async def follow(n: int) -> list[dict[str, Any]]:
+            seen = []
+            async for message in listen(http, [task_id]):
+                seen.append(message)
+                if message.get("method") == "notifications/tasks":
+                    heard[n].set()
+            return seen
+
+        open_ones = [asyncio.create_task(follow(n)) for n in range(2)]
+        for event in heard:
+            await asyncio.wait_for(event.wait(), 30)
+        refused = await rpc(http, "subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
+        assert refused.error["code"] == -32600 and "MCP_BATCH_MCP_LISTENS_PER_KEY" in refused.error["message"]
+        assert (await cancel_task(http, task_id)).status == 200
+        ended = await asyncio.wait_for(asyncio.gather(*open_ones), 30)
+        assert all(seen[-1]["result"] for seen in ended)  # both closed with the listen's result
+        again = [message async for message in listen(http, [task_id])]  # a slot is free: heard to its end
+        assert again[-2]["params"]["status"] == "cancelled" and "result" in again[-1]
