@@ -206,6 +206,12 @@ class Settings(BaseSettings):
     sweep_seconds: float = Field(
         1.0, gt=0, description="How often each worker looks for lapsed leases, passed deadlines and due webhooks."
     )
+    repair_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="How often each worker reconciles every tenant's count of unfinished items with its living "
+        "batches (a count a crash left high is brought down; one that moved while it was read waits a pass).",
+    )
     shutdown_grace_seconds: float = Field(
         10.0, ge=0, description="On SIGTERM, how long in-flight calls may finish before they are cut and handed back."
     )

@@ -1,4 +1,5 @@
-"""Every worker's recovery loop: shard jobs whose lease lapsed are taken over, and deadlines are applied.
+"""Every worker's recovery loop: shard jobs whose lease lapsed are taken over, deadlines are applied, and every
+`repair_seconds` the tenants' unfinished counts are reconciled with their living batches (store/repair.py).
 
 A worker killed with SIGKILL stops renewing its jobs' leases. Within `sweep_seconds` of a lease lapsing, some
 worker's loop hands that job's in-flight items to a replacement job (the next generation of the same shard) and
@@ -49,9 +50,16 @@ async def sweep(state: WorkerState) -> int:
 async def recover_forever(state: WorkerState) -> None:
     """Sweep every `sweep_seconds` until cancelled; a Redis outage only delays the next pass."""
     settings = state.settings
+    loop = asyncio.get_running_loop()
+    repair_at = loop.time() + settings.repair_seconds
     while True:
         try:
             await sweep(state)
+            if loop.time() >= repair_at:
+                repair_at = loop.time() + settings.repair_seconds
+                taken = await state.store.repair.every_tenant()
+                if taken:
+                    logger.warning("the unfinished counts held %d items no living batch holds; taken off", taken)
         except (RedisError, OSError) as exc:
             logger.warning("recovery sweep failed: %s", type(exc).__name__)
         except Exception:

@@ -13,6 +13,7 @@
     latencies     the call latency observed recently per backend and tool (the dry run's estimate)
     backlog       what unfinished batches still ask of each backend (the dry run's estimate)
     progress      running items' latest progress
+    repair        the tenants' unfinished counts reconciled with their living batches
 
 The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
 as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
@@ -36,6 +37,7 @@ from mcp_batch.store.progress import Progress
 from mcp_batch.store.questions import Questions
 from mcp_batch.store.queue import JobQueue
 from mcp_batch.store.reads import Reads
+from mcp_batch.store.repair import Repair
 from mcp_batch.store.submits import Submits
 from mcp_batch.store.tenant_index import TenantIndex
 from mcp_batch.store.webhook_queue import WebhookQueue
@@ -79,6 +81,7 @@ class Store:
         self.latencies = Latencies(redis, keys)
         self.backlog = Backlog(redis, keys, control)
         self.progress = Progress(redis, keys)
+        self.repair = Repair(redis, keys, control)
 
     @classmethod
     def from_settings(

@@ -28,8 +28,7 @@ from mcp_batch.store import idempotency
 from service.application import deleting, reading, submitting
 from service.application.services import Services
 from service.auth import AUTH_RESPONSES, CallerDep
-from service.bodies import JSONLinesRoute, accepts_json_lines, takes_query_prefix
-from service.bodies.off_loop import drain, json_off_loop
+from service.bodies import JSONLinesRoute, accepts_json_lines, drain, json_off_loop, takes_query_prefix
 from service.deps import OwnedBatchId, ServicesDep
 
 
