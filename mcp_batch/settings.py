@@ -207,10 +207,7 @@ class Settings(BaseSettings):
         1.0, gt=0, description="How often each worker looks for lapsed leases, passed deadlines and due webhooks."
     )
     repair_seconds: float = Field(
-        300.0,
-        gt=0,
-        description="How often each worker reconciles every tenant's count of unfinished items with its living "
-        "batches (a count a crash left high is brought down; one that moved while it was read waits a pass).",
+        300.0, gt=0, description="How often each worker reconciles the tenants' unfinished counts with their batches."
     )
     shutdown_grace_seconds: float = Field(
         10.0, ge=0, description="On SIGTERM, how long in-flight calls may finish before they are cut and handed back."
@@ -350,8 +347,7 @@ class Settings(BaseSettings):
     mcp_listens_per_key: int = Field(
         10,
         ge=1,
-        description="Most `subscriptions/listen` streams for task ids one API key holds open at once on one API "
-        "process; one more is refused (-32600) until one ends.",
+        description="Most task listens (`subscriptions/listen`) one key holds open at once on one API process.",
     )
     mcp_proxy: bool = Field(
         False,
@@ -394,14 +390,6 @@ class Settings(BaseSettings):
         description="Largest question stored as an item's input request (its params as JSON); a larger one is "
         "declined at once.",
     )
-
-    def tenant_job_slots(self) -> int:
-        """How many of a worker's job slots one tenant's jobs may hold (`worker_tenant_max_jobs`, or its default)."""
-        if self.worker_tenant_max_jobs is not None:
-            return min(self.worker_tenant_max_jobs, self.worker_max_jobs)
-        if self.auth == "none":
-            return self.worker_max_jobs
-        return -(-self.worker_max_jobs * 4 // 5)
 
 
 @lru_cache

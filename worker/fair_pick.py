@@ -15,9 +15,20 @@ from collections.abc import Mapping, Sequence
 
 from mcp_batch import shards
 from mcp_batch.backends.priority import RANK
+from mcp_batch.settings import Settings
 from mcp_batch.store.backlog import Backlog, Owner
 
 _NOBODY = Owner("")  # a job whose batch is gone: it starts and ends at once
+
+
+def tenant_job_slots(settings: Settings) -> int:
+    """How many of a worker's job slots one tenant's jobs may hold: `worker_tenant_max_jobs`, or four fifths of the
+    slots rounded up (all of them with auth off: there is one tenant)."""
+    if settings.worker_tenant_max_jobs is not None:
+        return min(settings.worker_tenant_max_jobs, settings.worker_max_jobs)
+    if settings.auth == "none":
+        return settings.worker_max_jobs
+    return -(-settings.worker_max_jobs * 4 // 5)
 
 
 def fair_order(jobs: Sequence[str], owners: Mapping[str, Owner], held: Counter[str], most: int) -> list[str]:

@@ -40,7 +40,7 @@ from worker import metrics
 from worker.admission import Gate
 from worker.context import STATE, WorkerState
 from worker.delivery import deliver_forever
-from worker.fair_pick import FairPick
+from worker.fair_pick import FairPick, tenant_job_slots
 from worker.latency import LatencySampler
 from worker.priority import PriorityTurns
 from worker.recovery import recover_forever
@@ -192,7 +192,7 @@ class Worker(ArqWorker):
         if state is None:
             return  # not started yet: the next poll picks
         if self._fair is None:
-            self._fair = FairPick(state.store.backlog, state.settings.tenant_job_slots())
+            self._fair = FairPick(state.store.backlog, tenant_job_slots(state.settings))
         for job in await self._fair.order([raw.decode() for raw in job_ids]):
             if any(shards.batch_of(j) == shards.batch_of(job) for j, t in self.tasks.items() if not t.done()):
                 continue

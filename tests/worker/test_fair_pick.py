@@ -20,7 +20,7 @@ from mcp_batch.settings import Settings
 from mcp_batch.store.backlog import Owner
 from mcp_batch.tenants import hash_key
 from tests.support import eventually, finished, running_service, submit
-from worker.fair_pick import fair_order
+from worker.fair_pick import fair_order, tenant_job_slots
 
 A, B = "alpha", "beta"
 
@@ -121,3 +121,10 @@ async def test_a_steady_stream_of_one_tenants_high_batches_takes_turns_with_anot
     # Beta's three run in turns with alpha's: by beta's last start, alpha has started at most half its stream.
     assert sum(start < beta_starts[-1] for start in alpha_starts) <= 6, (beta_starts, alpha_starts)
     assert beta_starts[-1] < alpha_starts[-1]
+
+
+def test_a_tenant_holds_four_fifths_of_a_workers_slots_by_default_and_all_with_auth_off(settings: Settings) -> None:
+    keyed = settings.model_copy(update={"auth": "keys"})
+    assert [tenant_job_slots(keyed.model_copy(update={"worker_max_jobs": n})) for n in (1, 2, 5, 50)] == [1, 2, 4, 40]
+    assert tenant_job_slots(keyed.model_copy(update={"worker_max_jobs": 50, "worker_tenant_max_jobs": 10})) == 10
+    assert tenant_job_slots(settings.model_copy(update={"worker_max_jobs": 50})) == 50  # auth off: one tenant
