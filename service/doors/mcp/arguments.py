@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
 from mcp_batch.models import MAX_DEADLINE_SECONDS, MAX_OFFSET, BatchRequest, BatchStatus, Call, Mode, OnError, Priority
 from mcp_batch.questions import QuestionSettings
@@ -22,11 +22,29 @@ from mcp_batch.store.idempotency import MAX_KEY_LENGTH
 A = TypeVar("A", bound=BaseModel)
 
 
-def _about(name: str) -> str | None:
-    return BatchRequest.model_fields[name].description
+BatchIdArg = Annotated[str, Field(description="A batch's `id`.")]
 
-
-BatchIdArg = Annotated[str, Field(description="The `id` of a batch document.")]
+# A call as the schema shows it: what a model fills in, in the fewest words (the `Call` model still validates it
+# whole: its bounds and id pattern are stated in the errors it names).
+_CALL_SCHEMA = {
+    "type": "object",
+    "required": ["server", "tool"],
+    "additionalProperties": False,
+    "properties": {
+        "id": {"type": "string", "description": "Unique in the batch; default: its index."},
+        "server": {"type": "string", "description": "A backend (list_servers)."},
+        "tool": {"type": "string"},
+        "arguments": {"type": "object"},
+        "timeout_seconds": {"type": "number", "exclusiveMinimum": 0},
+        "cursor": {"type": "string", "description": "A truncated item's next_cursor: its next page."},
+    },
+}
+_QUESTIONS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"policy": {"enum": ["decline", "ask"]}, "wait_seconds": {"type": "number", "exclusiveMinimum": 0}},
+    "description": "A backend's question: `decline` it, or `ask` the task client (the call waits up to wait_seconds).",
+}
 
 
 class BatchArguments(BaseModel):
@@ -34,30 +52,25 @@ class BatchArguments(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    calls: Annotated[list[Call], Field(description="The calls, in order: {id?, server, tool, arguments?} each.")]
-    mode: Annotated[Mode, Field(description=_about("mode"))] = Mode.concurrent
-    on_error: Annotated[OnError, Field(description=_about("on_error"))] = OnError.continue_
-    max_concurrency: Annotated[int | None, Field(ge=1, description=_about("max_concurrency"))] = None
-    read_only: Annotated[bool, Field(description=_about("read_only"))] = True
-    priority: Annotated[Priority, Field(description=_about("priority"))] = Priority.normal
-    response_max_bytes: Annotated[int | None, Field(ge=1024, description=_about("response_max_bytes"))] = None
-    deadline_seconds: Annotated[
-        float | None, Field(gt=0, le=MAX_DEADLINE_SECONDS, description=_about("deadline_seconds"))
-    ] = None
-    retention_seconds: Annotated[int | None, Field(ge=1, description=_about("retention_seconds"))] = None
-    webhook_url: Annotated[str | None, Field(description=_about("webhook_url"))] = None
-    metadata: Annotated[dict[str, str] | None, Field(description=_about("metadata"))] = None
+    calls: Annotated[list[Call], WithJsonSchema({"type": "array", "items": _CALL_SCHEMA})]
+    # Options the tool's description explains, or whose names do, go without a description of their own.
+    mode: Mode = Mode.concurrent
+    on_error: OnError = OnError.continue_
+    max_concurrency: Annotated[int | None, Field(ge=1)] = None
+    read_only: bool = True
+    priority: Annotated[Priority, Field(description="Against the caller's other batches.")] = Priority.normal
+    response_max_bytes: Annotated[int | None, Field(ge=1024, description="Budget of the answer's results.")] = None
+    deadline_seconds: Annotated[float | None, Field(gt=0, le=MAX_DEADLINE_SECONDS)] = None
+    retention_seconds: Annotated[int | None, Field(ge=1, description="Kept this long once ended.")] = None
+    webhook_url: Annotated[str | None, Field(description="POSTed a signed summary at the end.")] = None
+    metadata: dict[str, str] | None = None
     # None: the door's default (`ask` for a client that took tasks, which can answer; `decline` otherwise)
-    questions: Annotated[QuestionSettings | None, Field(description=_about("questions"))] = None
+    questions: Annotated[QuestionSettings | None, WithJsonSchema(_QUESTIONS_SCHEMA)] = None
     idempotency_key: Annotated[
         str | None,
-        Field(
-            min_length=1,
-            max_length=MAX_KEY_LENGTH,
-            description="As REST's Idempotency-Key: the same key again with the same batch answers with the batch the "
-            "first call made (nothing new is run); with a different batch it is refused.",
-        ),
+        Field(min_length=1, max_length=MAX_KEY_LENGTH, description="Again with the same batch: the first's answer."),
     ] = None
+    verbose: Annotated[bool, Field(description="Add options, times, and calls' timings, worker, seq.")] = False
 
     def request(self) -> BatchRequest:
         """The batch these arguments ask for, as POST /v1/batches would take it."""
@@ -80,8 +93,9 @@ class GetBatchArguments(_Reading):
 
     batch_id: BatchIdArg
     wait_seconds: float = 0
-    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="First item of `results` to return.")] = 0
-    limit: Annotated[int | None, Field(ge=1, le=10_000, description="Most items of `results` to return.")] = None
+    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="The first call's index in `results`.")] = 0
+    limit: Annotated[int | None, Field(ge=1, le=10_000, description="Most calls in `results`.")] = None
+    verbose: Annotated[bool, Field(description=BatchArguments.model_fields["verbose"].description)] = False
 
 
 def configured(model: type[A], description: str, default: float) -> type[A]:
@@ -115,13 +129,9 @@ class GetItemArguments(_Reading):
 class ListBatchesArguments(_Reading):
     """list_batches': which of the caller's batches, and where the page starts."""
 
-    status: Annotated[
-        list[BatchStatus] | None, Field(description="Only batches in these statuses (any of them); all when left out.")
-    ] = None
-    limit: Annotated[int, Field(ge=1, le=1000, description="Most batches in one page.")] = 50
-    cursor: Annotated[
-        str | None, Field(pattern=r"^\d{1,20}$", description="The `next_cursor` of the page before (older batches).")
-    ] = None
+    status: Annotated[list[BatchStatus] | None, Field(description="Only these.")] = None
+    limit: Annotated[int, Field(ge=1, le=1000)] = 50
+    cursor: Annotated[str | None, Field(pattern=r"^\d{1,20}$", description="The page before's `next_cursor`.")] = None
 
 
 class NoArguments(_Reading):

@@ -1,10 +1,8 @@
 """What the MCP door answers a tool call with: compact JSON, the structured content once.
 
-A batch tool's `CallToolResult` carries the document as `structuredContent` and, for clients that read only text, one
-text block that is the same document serialised compactly (no indentation, no spaces); items leave out the fields
-that are at their default (null, and the flags `truncated`, `recovered`, `stored_truncated` and their byte counts
-while false and 0), so the output schema still holds. A proxied tool's result is the backend's
-own content, structured content and `isError`, as its worker stored them.
+A tool's `CallToolResult` carries its view (views.py) as `structuredContent` and, for clients that read only text,
+one text block that is the same view serialised compactly (no indentation, no spaces). A proxied tool's result is the
+backend's own content, structured content and `isError`, as its worker stored them.
 """
 
 from __future__ import annotations
@@ -15,15 +13,8 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 
 from mcp_batch.backend_info import ServerInfo
-from mcp_batch.models import (
-    FAILED_ITEM,
-    TERMINAL_BATCH,
-    BatchDocument,
-    BatchList,
-    ItemPage,
-    ItemResult,
-    ItemStatus,
-)
+from mcp_batch.models import FAILED_ITEM, TERMINAL_BATCH, BatchDocument, BatchList, ItemPage, ItemStatus
+from service.doors.mcp.views import batch_view, item_view, listing_view, servers_view
 
 
 def compact(value: Any) -> str:
@@ -31,42 +22,32 @@ def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _item(item: ItemResult) -> dict[str, Any]:
-    return item.model_dump(mode="json", exclude_defaults=True)
-
-
-def document_content(document: BatchDocument) -> dict[str, Any]:
-    """The document as the MCP door's structured content: its items without null fields."""
-    content = document.model_dump(mode="json", exclude={"results"})
-    content["results"] = [_item(item) for item in document.results]
-    return content
-
-
-def document_result(document: BatchDocument) -> CallToolResult:
-    """A batch tool's answer: `isError` once the batch has ended with any call failed (every result is in it)."""
-    content = document_content(document)
-    failed = document.status in TERMINAL_BATCH and document.counts.failed > 0
+def _answer(content: dict[str, Any], is_error: bool = False) -> CallToolResult:
+    """The content as structured content and, the same, as one compact text block."""
     return CallToolResult(
-        content=[TextContent(type="text", text=compact(content))], structured_content=content, is_error=failed
+        content=[TextContent(type="text", text=compact(content))], structured_content=content, is_error=is_error
     )
 
 
+def document_result(document: BatchDocument, verbose: bool = False) -> CallToolResult:
+    """A batch tool's answer: `isError` once the batch has ended with any call failed (every result is in it)."""
+    failed = document.status in TERMINAL_BATCH and document.counts.failed > 0
+    return _answer(batch_view(document, verbose), is_error=failed)
+
+
 def item_result(item: ItemPage) -> CallToolResult:
-    """The get_item tool's answer: the item (or one page of its content), compact."""
-    content = _item(item)
-    return CallToolResult(content=[TextContent(type="text", text=compact(content))], structured_content=content)
+    """The get_item tool's answer: the item (or one page of its content), whole."""
+    return _answer(item_view(item))
 
 
 def listing_result(servers: list[ServerInfo]) -> CallToolResult:
-    """The list_servers tool's answer: `{"result": [...]}` (the SDK's shape for a list), compact."""
-    content = {"result": [server.model_dump(mode="json") for server in servers]}
-    return CallToolResult(content=[TextContent(type="text", text=compact(content))], structured_content=content)
+    """The list_servers tool's answer."""
+    return _answer(servers_view(servers))
 
 
 def batches_result(listing: BatchList) -> CallToolResult:
-    """The list_batches tool's answer: the page of batches and its `next_cursor`, compact."""
-    content = listing.model_dump(mode="json")
-    return CallToolResult(content=[TextContent(type="text", text=compact(content))], structured_content=content)
+    """The list_batches tool's answer: the page of batches and its `next_cursor`."""
+    return _answer(listing_view(listing))
 
 
 def direct_result(batch_id: str, item: ItemPage) -> CallToolResult:

@@ -1,6 +1,6 @@
 """The MCP front door: an agent batches calls to many backends in one tool call, over streamable HTTP at `/mcp`.
 
-Five tools (tools.py) over the same core as the REST routes, so a batch id works on either door. A client that
+Seven tools (tools.py) over the same core as the REST routes, so a batch id works on either door. A client that
 declares the tasks extension may get a task for a long batch (tasks.py); with the proxy on, every backend tool is
 listed too (proxy.py). Stateless: any API replica answers any request.
 """
@@ -20,6 +20,7 @@ from mcp_batch.settings import Settings
 from mcp_batch.tenants import KeyRing
 from service.application.services import Services
 from service.auth import Authenticated
+from service.doors.mcp.hints import caller_hints
 from service.doors.mcp.listen import TaskListen
 from service.doors.mcp.proxy import ProxyTools
 from service.doors.mcp.tasks import BatchTasks
@@ -37,7 +38,8 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
     """The MCP server whose tools run batches through `services()` (read per call: the lifespan builds them)."""
     proxy = ProxyTools(services, settings) if settings.mcp_proxy else None
     middleware: list[ServerMiddleware[object]] = [
-        TaskListen(services, settings.mcp_task_poll_ms, settings.mcp_listens_per_key, settings.events_check_seconds)
+        caller_hints,
+        TaskListen(services, settings.mcp_task_poll_ms, settings.mcp_listens_per_key, settings.events_check_seconds),
     ]
     if proxy is not None:
         middleware.append(proxy.listing)

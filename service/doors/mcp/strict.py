@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from mcp_batch.errors import Backpressure, BatchNotFound, Conflict, Forbidden, InvalidBatch, ItemNotFound
+from service.doors.mcp.schemas import lean
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,9 @@ class StrictTool(Tool):
     def build(cls, fn: Callable[..., Any], description: str, annotations: ToolAnnotations) -> StrictTool:
         tool = cls.from_function(fn, description=description, annotations=annotations)
         assert isinstance(tool, StrictTool)  # from_function builds `cls`
-        tool.parameters["additionalProperties"] = False  # the schema says so too
+        tool.parameters = lean(tool.parameters) | {"additionalProperties": False}  # the schema says so too
+        if tool.fn_metadata.output_schema is not None:  # read when listed: the SDK's FuncMetadata reads it live
+            tool.fn_metadata.output_schema = lean(tool.fn_metadata.output_schema)
         return tool
 
     async def run(self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False) -> Any:

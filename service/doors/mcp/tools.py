@@ -16,10 +16,8 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from mcp_batch.backend_info import ServerInfo
-from mcp_batch.models import BatchDocument, BatchList, ItemPage
 from mcp_batch.settings import Settings
 from mcp_batch.store.idempotency import check_key
 from service.application import deleting, reading, submitting
@@ -40,48 +38,30 @@ from service.doors.mcp.arguments import (
 from service.doors.mcp.render import batches_result, compact, document_result, item_result, listing_result
 from service.doors.mcp.strict import StrictTool, tool_errors
 from service.doors.mcp.tasks import wait_cap
+from service.doors.mcp.views import BatchView, ItemView, ListingView, ServersView
 
-# Running tools on arbitrary backends: it may write (read_only=false) and the backends are outside this service.
+# Running tools on arbitrary backends: it may write (read_only=false) and the backends are outside this service. A
+# caller who may not write sees them read-only (hints.py).
 _RUNS_TOOLS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 # Reads of this service's own state (list_servers may refresh a backend's tools/list, which changes nothing).
 _READS = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-
-_BATCH_HELP = """
-
-Each call names a backend (`server`, from list_servers), a `tool` and its `arguments`, with an optional `id` unique \
-in the batch (default: its index). The calls run on the service's workers under each backend's rate and concurrency \
-limits: `mode="concurrent"` runs up to `max_concurrency` at once, `"serial"` one after another in order. One call's \
-failure does not stop the rest unless `on_error="stop"` (then nothing new starts and the rest are `skipped`).
-
-References: an argument that is exactly `"@<id>.<field>"` takes that field of an earlier call's result (its \
-structured content, or its one text block parsed as JSON), keeping its JSON type; the call waits for that one. Path \
-parts are object keys or list indexes. Example: `[{"id": "user", "server": "crm", "tool": "find_user", \
-"arguments": {"name": "Ada"}}, {"server": "mail", "tool": "send", "arguments": {"to": "@user.email"}}]`; \
-`"@user.emails.0"` is the first of a list. A string whose `@<id>` is no earlier call's id is plain text.
-
-With `read_only=true` (the default) only read-only tools run (annotated readOnlyHint, or listed read-only in the \
-servers file); any other call ends `blocked` and never reaches its backend. `read_only=false` lets write and \
-destructive tools run. This tool carries the authority of every tool it can call: a client rule keyed on a nested \
-tool's name does not fire for a call made through it.
-
-The document: `status` (queued, running, cancelling, then completed, cancelled or expired), `ok` (true only when \
-ended and every call is ok), `counts`, `failed_ids`, and `results` in call order, each with its `status` (ok, error, \
-timeout, blocked, unknown_server, unknown_tool, skipped, ...), `content`, `structured_content` and `error` (`code`, \
-`message`); fields that are null are left out. The answer is `isError` once the batch has ended with any call \
-failed. `results` holds what `response_max_bytes` allows: `next_offset` pages on (get_batch), a shrunk item says \
-`truncated` (get_item reads it whole). Unknown arguments, and a malformed batch (no calls, duplicate ids, too many \
-calls), are refused whole, naming each problem; nothing is run."""
-
 # Deleting an ended batch: it removes this service's own data, the same again finds nothing to delete.
 _DELETES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
-_DOCUMENT = Annotated[CallToolResult, BatchDocument]
+_BATCH_HELP = """ Calls run concurrently (up to max_concurrency) or `serial`; a failure stops the rest only with \
+on_error=stop. An argument exactly "@<id>.<path>" is that field of call <id>'s result (keys or list indexes: \
+"@user.emails.0"); the call waits for it. read_only (default) runs only read-only tools; others end `blocked`. \
+Nested calls act with this tool's authority: client rules keyed on their names do not apply. \
+Answer: `status`, `ok`, nonzero `counts`, `failed_ids`, `results` in call order, each with `status` (ok, error, \
+timeout, blocked, skipped, ...), `content`, `structured_content`, `error`; isError if a call failed. Whole \
+`truncated` items: get_item; more results: get_batch `next_offset`. A malformed batch is refused whole, naming \
+each problem."""
+
+_DOCUMENT = Annotated[CallToolResult, BatchView]
 
 
 class Deleted(BaseModel):
-    """delete_batch's answer."""
-
-    id: str = Field(description="The batch deleted.")
+    id: str
     deleted: bool = True
 
 
@@ -102,12 +82,8 @@ class BatchTools:
             annotations = _DELETES if model is DeleteBatchArguments else annotations
             return StrictTool.build(tool_function(name, model, run, returns), about, annotations)
 
-        call = configured(
-            CallArguments,
-            f"Seconds to wait for the batch to finish (at most {sync_wait:g}); then the document.",
-            sync_wait,
-        )
-        get = configured(GetBatchArguments, f"Wait up to this long for the batch to finish (at most {max_wait:g}).", 0)
+        call = configured(CallArguments, f"At most {sync_wait:g}.", sync_wait)
+        get = configured(GetBatchArguments, f"At most {max_wait:g}.", 0)
 
         return [
             tool(
@@ -115,66 +91,58 @@ class BatchTools:
                 call,
                 self.call_tools_batch,
                 _DOCUMENT,
-                "Run a batch of MCP tool calls on the configured backends and return one document with every call's "
-                f"result. Waits up to `wait_seconds` (at most {sync_wait:g}) for the batch to finish; a document "
-                "still `queued` or `running` carries the `id` to pass to get_batch for the rest." + _BATCH_HELP,
+                "Run many MCP tool calls on the configured backends at once; answers when the batch ends, or "
+                "after `wait_seconds` with its `id` for get_batch." + _BATCH_HELP,
             ),
             tool(
                 "submit_batch",
                 BatchArguments,
                 self.submit_batch,
                 _DOCUMENT,
-                "Queue a batch of MCP tool calls and return its document at once (status `queued`); read it later "
-                "with get_batch. For batches that take longer than one turn should wait." + _BATCH_HELP,
+                "Queue a batch (arguments and answer as call_tools_batch) and answer at once, `queued`; get_batch "
+                "reads it later. For batches longer than a turn.",
             ),
             tool(
                 "get_batch",
                 get,
                 self.get_batch,
                 _DOCUMENT,
-                "The document of a batch submitted earlier (by call_tools_batch, submit_batch or the REST API). "
-                f"`wait_seconds` > 0 holds the call until the batch completes or that time passes (at most "
-                f"{max_wait:g}); `offset`/`limit` return one page of `results`. Results are kept for {kept} h after "
-                "a batch finishes.",
+                "A batch submitted earlier (here or over REST), as call_tools_batch answers it. `wait_seconds` holds "
+                f"the call until it ends (at most {max_wait:g}); `offset`/`limit` page `results`. Kept {kept} h after "
+                "it ends.",
             ),
             tool(
                 "get_item",
                 GetItemArguments,
                 self.get_item,
-                Annotated[CallToolResult, ItemPage],
-                "One item of a batch, whole (as GET /v1/batches/{id}/items/{item_id}): for an item the document "
-                "shrank to fit its budget (`truncated`). When its content is larger than one answer, a page of it "
-                "and `next_cursor`: call again with `cursor` for the next page (structured content comes on the "
-                "first).",
+                Annotated[CallToolResult, ItemView],
+                "One call's result whole, with its timings (a `truncated` one too); content larger than one answer "
+                "comes a page at a time: pass `next_cursor` as `cursor`.",
             ),
             tool(
                 "list_batches",
                 ListBatchesArguments,
                 self.list_batches,
-                Annotated[CallToolResult, BatchList],
-                "The caller's batches, newest first (as GET /v1/batches): each one's `id` (also its task id), "
-                "`status`, item counts and times, a page at a time (`next_cursor`: pass it as `cursor` for older "
-                f"ones), optionally only those in some `status`es. Finished batches are listed for {kept} h; for "
-                "finding a batch whose id was lost.",
+                Annotated[CallToolResult, ListingView],
+                "The caller's batches, newest first (to find a lost id), optionally only some `status`es; "
+                f"`next_cursor` pages on. Ended ones are kept {kept} h.",
             ),
             tool(
                 "list_servers",
                 NoArguments,
                 self.list_servers,
-                Annotated[CallToolResult, list[ServerInfo]],
-                "The backends a batch can call: each one's name, transport, timeout, limits and their current use, "
-                "and its tools with input schemas and annotations (readOnlyHint: runs in a read_only batch). A "
-                "backend that cannot be reached is listed with `tools: null` and `tools_error`.",
+                Annotated[CallToolResult, ServersView],
+                "The backends a batch can call: transport, timeout, limits and their use now, and their tools "
+                "(input schemas, annotations: readOnlyHint runs under read_only). An unreachable one has "
+                "`tools_error`.",
             ),
             tool(
                 "delete_batch",
                 DeleteBatchArguments,
                 self.delete_batch,
                 Annotated[CallToolResult, Deleted],
-                "Delete an ended batch (completed, cancelled or expired) whole, as DELETE /v1/batches/{id}: its calls "
-                "and results, its place in the listing, its idempotency key and its stored bytes; a completion "
-                "webhook not yet delivered is dropped. A batch still queued or running is refused (naming its "
-                "status): cancel it first. Afterwards get_batch finds no such batch.",
+                "Delete an ended batch and all it stored; an undelivered webhook is dropped. A queued or running "
+                "batch is refused: cancel it first.",
             ),
         ]
 
@@ -190,21 +158,21 @@ class BatchTools:
     async def submit_batch(self, arguments: BatchArguments) -> CallToolResult:
         with tool_errors():
             batch_id = await self._submitted(arguments)
-            return document_result(await reading.document(self._services(), batch_id))
+            return document_result(await reading.document(self._services(), batch_id), arguments.verbose)
 
     async def call_tools_batch(self, arguments: CallArguments) -> CallToolResult:
         cap = wait_cap.get()  # set when the client takes a task instead of a long wait
         wait = min(arguments.wait_seconds, self._settings.sync_wait_seconds, math.inf if cap is None else cap)
         with tool_errors():
             batch_id = await self._submitted(arguments)
-            return document_result(await reading.read(self._services(), batch_id, wait))
+            return document_result(await reading.read(self._services(), batch_id, wait), arguments.verbose)
 
     async def get_batch(self, arguments: GetBatchArguments) -> CallToolResult:
         with tool_errors():
             services, batch_id = self._services(), arguments.batch_id
             await owned(services, batch_id, current_caller.get())
             page = await reading.read(services, batch_id, arguments.wait_seconds, arguments.offset, arguments.limit)
-            return document_result(page)
+            return document_result(page, arguments.verbose)
 
     async def get_item(self, arguments: GetItemArguments) -> CallToolResult:
         with tool_errors():

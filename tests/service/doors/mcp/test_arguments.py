@@ -22,7 +22,7 @@ def test_the_two_batch_tools_take_the_same_batch_arguments_and_every_option_rest
     submit, call = found["submit_batch"]["properties"], found["call_tools_batch"]["properties"]
     assert {name: call[name] for name in submit} == submit and set(call) - set(submit) == {"wait_seconds"}
     assert set(BatchRequest.model_fields) <= set(submit) and "idempotency_key" in submit
-    assert call["wait_seconds"]["default"] == 12 and "at most 12" in call["wait_seconds"]["description"]
+    assert call["wait_seconds"]["default"] == 12 and "At most 12" in call["wait_seconds"]["description"]
     assert found["submit_batch"]["required"] == ["calls"] and "required" not in found["list_servers"]
 
 

@@ -43,7 +43,7 @@ async def test_list_tools_shows_the_seven_tools_with_output_schemas_and_annotati
     properties = batch.input_schema["properties"]
     assert {"calls", "mode", "on_error", "max_concurrency", "read_only", "wait_seconds"} <= set(properties)
     assert properties["wait_seconds"]["default"] == service.settings.sync_wait_seconds
-    assert "read_only=true" in (batch.description or "")
+    assert "read_only (default) runs only read-only tools" in (batch.description or "")
     assert {"id", "status", "results"} <= set((batch.output_schema or {})["properties"])
     hints = {name: tool.annotations for name, tool in tools.items() if tool.annotations is not None}
     runs = hints["call_tools_batch"]
@@ -62,7 +62,8 @@ async def test_call_tools_batch_runs_calls_on_both_backends_and_returns_the_comp
         {"id": "http", "server": "demo_http", "tool": "echo", "arguments": {"message": "over http"}},
     ]
     async with Client(mcp_url(service)) as client:
-        doc = document(await client.call_tool("call_tools_batch", {"calls": calls, "priority": "high"}))
+        options = {"calls": calls, "priority": "high", "verbose": True}
+        doc = document(await client.call_tool("call_tools_batch", options))
     assert doc["status"] == "completed" and doc["ok"] is True and doc["priority"] == "high"
     items = {item["id"]: item for item in doc["results"]}
     assert items["stdio"]["status"] == "ok" and items["stdio"]["structured_content"] == {"result": "over stdio"}
@@ -91,7 +92,7 @@ async def test_a_slow_batch_comes_back_running_and_its_id_works_with_get_batch(s
 async def test_submit_batch_answers_at_once_and_get_batch_reads_the_result(service: ServiceHandle) -> None:
     calls = [{"server": "demo", "tool": "echo", "arguments": {"message": f"m{n}"}} for n in range(3)]
     async with Client(mcp_url(service)) as client:
-        queued = document(await client.call_tool("submit_batch", {"calls": calls, "mode": "serial"}))
+        queued = document(await client.call_tool("submit_batch", {"calls": calls, "mode": "serial", "verbose": True}))
         assert queued["mode"] == "serial" and queued["counts"]["total"] == 3
         async with asyncio.timeout(40):
             args = {"batch_id": queued["id"], "wait_seconds": 30, "offset": 1, "limit": 1}
@@ -166,7 +167,8 @@ async def test_batch_tools_take_metadata_and_delete_batch_deletes_an_ended_batch
     calls = [{"server": "demo", "tool": "echo", "arguments": {"message": "m"}}]
     slow = [{"server": "demo_http", "tool": "sleep", "arguments": {"seconds": 30}}]
     async with Client(mcp_url(service)) as client:
-        done = document(await client.call_tool("call_tools_batch", {"calls": calls, "metadata": {"job": "nightly"}}))
+        tagged = {"calls": calls, "metadata": {"job": "nightly"}, "verbose": True}
+        done = document(await client.call_tool("call_tools_batch", tagged))
         assert done["status"] == "completed" and done["metadata"] == {"job": "nightly"}
         too_long = {"calls": calls, "metadata": {"job": "x" * 513}}
         assert "metadata.job: a value is at most 512" in error_text(await client.call_tool("submit_batch", too_long))
