@@ -22,9 +22,10 @@ class DryRunItem(BaseModel):
 
 
 class BoundKind(StrEnum):
-    """What holds a batch's pace: a backend's rate limit (or the tenant's share of it), a backend's concurrency
-    cap, or the batch's own `max_concurrency` (one lane in serial mode)."""
+    """What holds a batch's pace: its longest single call, a backend's rate limit (or the tenant's share of it), a
+    backend's concurrency cap, or the batch's own `max_concurrency` (one lane in serial mode)."""
 
+    longest_call = "longest_call"
     rate_limit = "rate_limit"
     tenant_rate_share = "tenant_rate_share"
     backend_concurrency = "backend_concurrency"
@@ -35,7 +36,9 @@ class Bound(BaseModel):
     """One limit and the time it alone would take to get the batch through."""
 
     kind: BoundKind
-    server: str | None = Field(None, description="The backend whose limit this is; null for `max_concurrency`.")
+    server: str | None = Field(
+        None, description="The backend whose limit (or call) this is; null for `max_concurrency`."
+    )
     seconds: float = Field(description="Wall time this limit alone needs (queued work ahead included).")
     explanation: str = Field(description="How the figure was reached, in words.")
 

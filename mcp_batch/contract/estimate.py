@@ -2,6 +2,8 @@
 
 Each limit that applies gives the time it alone needs to get the batch's calls through, and the largest one is the
 bound (docs/api.md states the method):
+- the longest single call: no batch ends before its slowest call does, however many lanes it has (the latency of
+  the slowest tool it calls);
 - a backend's rate limit: its calls and the items queued ahead for it (the tenant's own live batches', counted in
   full) after the first burst, at the limit's rate, plus one call's latency (the last call's own);
 - the tenant's share of that rate, when the caller's key has one: the same at the share's rate and burst;
@@ -56,6 +58,11 @@ def estimate(
         per_server[server] += n
         busy[server] = busy.get(server, 0.0) + n * (means[server, tool] or 0.0)
     bounds, loads = [], []
+    known_means = {pair: mean for pair, mean in means.items() if mean is not None}
+    if known_means:
+        (server, tool), slowest = max(known_means.items(), key=lambda found: found[1])
+        why = f"its longest call, {server}/{tool}: {slowest:.3f} s (that tool's recent latency)"
+        bounds.append(Bound(kind=BoundKind.longest_call, server=server, seconds=slowest, explanation=why))
     for server, n in sorted(per_server.items()):
         backend = backends.get(server)
         if backend is None:

@@ -59,3 +59,17 @@ def test_latency_bounds_a_backends_cap_and_the_batchs_lanes() -> None:
 def test_with_no_limit_and_no_latency_nothing_is_estimated() -> None:
     found = estimate(plan({("a", "x"): 3}), {"a": backend()}, Queued(), {})
     assert found.seconds is None and found.bound is None and found.unknown_latency == ["a/x"]
+
+
+def test_the_longest_single_call_bounds_a_batch_whatever_its_lanes() -> None:
+    latencies = {("demo", "sleep"): [0.5], ("demo", "echo"): [0.01]}
+    found = estimate(plan({("demo", "sleep"): 1, ("demo", "echo"): 4}, lanes=5), {}, Queued(), latencies)
+    assert found.bound is not None and found.bound.kind is BoundKind.longest_call and found.bound.server == "demo"
+    assert found.seconds == pytest.approx(0.5) and "demo/sleep" in found.bound.explanation
+
+
+def test_a_serial_batch_takes_the_sum_of_its_calls() -> None:
+    latencies = {("demo", "sleep"): [0.5], ("demo", "echo"): [0.01]}
+    found = estimate(plan({("demo", "sleep"): 2, ("demo", "echo"): 10}, lanes=1), {}, Queued(), latencies)
+    assert found.bound is not None and found.bound.kind is BoundKind.max_concurrency
+    assert found.seconds == pytest.approx(2 * 0.5 + 10 * 0.01)

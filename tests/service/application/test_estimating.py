@@ -14,6 +14,8 @@ from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
 from tests.support import HttpBackendProcess, eventually, finished, running_service, stamps, submit
 
+EXAMPLE = Path(__file__).parents[3] / "examples" / "batch.json"
+
 pytestmark = pytest.mark.timeout(120)
 
 RATE = 40  # calls per second: a 200-call batch takes five seconds
@@ -115,3 +117,41 @@ async def test_another_tenants_437_queued_calls_and_its_latencies_move_nothing_a
         assert [b["queued_ahead"] for b in after["backends"]] == [0, 0]
         assert [t["samples"] for t in after["latency"]] == [0, 0]  # beta's demo_http calls are beta's alone
         await beta.post(f"/v1/batches/{queued['id']}/cancel")
+
+
+async def within_a_quarter(client: httpx.AsyncClient, batch: dict[str, Any], first: str) -> None:
+    """The estimate once every tool's latency is sampled by a first run, and the wall time of a second run (submit
+    to finish, as the document says); the estimate's bound must be `first`."""
+    options = {key: value for key, value in batch.items() if key != "calls"}
+    await finished(client, (await submit(client, batch["calls"], **options))["id"])
+
+    async def sampled() -> dict[str, Any] | None:
+        found = await estimate(client, batch["calls"], **options)
+        return found if found["complete"] else None
+
+    found = await eventually(sampled, what="a latency sample of every tool", timeout=10)
+    document = await finished(client, (await submit(client, batch["calls"], **options))["id"])
+    actual = document["elapsed_seconds"]
+    print(f"estimate {found['seconds']:.3f} s ({found['bound']['kind']}), wall time {actual:.3f} s")
+    assert found["bound"]["kind"] == first, found
+    assert abs(found["seconds"] - actual) <= 0.25 * actual, (found, actual)
+
+
+@pytest.mark.serial
+async def test_the_estimate_of_the_readmes_example_is_within_a_quarter_of_its_wall_time(
+    client: httpx.AsyncClient,
+) -> None:
+    """The example's one half-second call bounds it, whatever its eight lanes."""
+    await within_a_quarter(client, json.loads(EXAMPLE.read_text()), "longest_call")
+
+
+@pytest.mark.serial
+async def test_the_estimate_of_calls_ten_times_apart_in_length_is_within_a_quarter_of_its_wall_time(
+    client: httpx.AsyncClient,
+) -> None:
+    """One 1 s call and twelve of 0.1 s over three lanes: the long call bounds it (the short ones take 0.6 s on the
+    other two lanes); over one lane, the sum."""
+    long = {"id": "long", "server": "demo", "tool": "sleep", "arguments": {"seconds": 1.0}}
+    short = [{"server": "demo_http", "tool": "sleep", "arguments": {"seconds": 0.1}} for _ in range(12)]
+    await within_a_quarter(client, {"calls": [long, *short], "max_concurrency": 3}, "longest_call")
+    await within_a_quarter(client, {"calls": [long, *short], "mode": "serial"}, "max_concurrency")
