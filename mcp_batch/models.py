@@ -80,6 +80,8 @@ class ItemStatus(StrEnum):
 TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running, ItemStatus.input_required})
 # Terminal statuses that count as failures (and trigger on_error=stop); an item the caller ended is not one.
 FAILED_ITEM = frozenset(TERMINAL_ITEM - {ItemStatus.ok, ItemStatus.skipped, ItemStatus.cancelled, ItemStatus.expired})
+# What the items that never ran become once a batch halts, by why it halted (the batch row's `halt`).
+HALTED = {"stop": ItemStatus.skipped, "cancel": ItemStatus.cancelled, "expire": ItemStatus.expired}
 # An id's characters, as contract/validation.py checks them (stated here for the OpenAPI document): no '.' (references
 # use dots), no control character (Unicode's Cc: C0, DEL and C1) and no line or paragraph separator.
 ID_PATTERN = r"^[^.\x00-\x1f\x7f-\x9f\u2028\u2029]+$"
@@ -355,6 +357,9 @@ class BatchSummary(BaseModel):
     status: BatchStatus
     total: int
     finished: int = Field(description="Items that have finished (whatever their status).")
+    succeeded: int = Field(0, description="Items that ended `ok`.")
+    failed: int = Field(0, description="Items that failed (error, timeout, blocked, ...).")
+    not_run: int = Field(0, description="Items that never ran: skipped, cancelled or expired (once the batch ended).")
     created_at: str
     finished_at: str | None = None
     retry_of: str | None = None

@@ -1,9 +1,10 @@
 """The client commands: submit, get, item, results, list, cancel, delete, retry, validate, watch. They talk to a running
 server over HTTP through mcp_batch.client, found by --server-url, $MCP_BATCH_SERVER_URL or a running `mcp-batch dev`.
 
-Exit codes: 0 done (every item ok, where the command waits for the end); 1 the command failed (no server, no such
-batch); 2 the batch is invalid (nothing was sent or stored); 3 the batch ended but not every item succeeded (or,
-for validate, not every call would be dispatched); 130 interrupted.
+Exit codes, one table for every verb (client_parsers.EXIT_CODES, report.py's names): 0 done (a batch shown ended with
+every item ok); 1 the command failed (no server, no such batch); 2 bad usage, or the batch is invalid (nothing was
+sent or stored); 3 the batch ended but not every item succeeded (for validate: not every call would be dispatched);
+4 the batch shown has not ended yet; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pydantic import BaseModel
 
 from mcp_batch.client import Client, ClientError, Conflict, Forbidden
 from mcp_batch.models import BatchDocument, BatchRequest, BatchStatus, ItemStatus
-from mcp_batch_cli import discovery, terminal
+from mcp_batch_cli import discovery, report, terminal
 from mcp_batch_cli.batch_file import is_json_lines, load_batch, readable
 from mcp_batch_cli.command_errors import CommandError, explained
 from mcp_batch_cli.plain_text import safe_json
@@ -97,17 +98,27 @@ def _follow(client: Client, document: BatchDocument, args: argparse.Namespace) -
     progress.close()
     if args.out:
         written, _ = copy_results(client, document.id, args.out)
-        print(f"{terminal.summary(document)}; {written} results written to {args.out}")
+        print(f"{report.summary(document)}; {written} results written to {args.out}")
     else:
+        _show(document, args.json, f"mcp-batch get {document.id} --offset {{offset}}")
+    return report.exit_code(document)
+
+
+def _show(document: BatchDocument, as_json: bool, page_hint: str) -> None:
+    if as_json:
         print_json(document)
-    return 0 if document.ok else 3
+    else:
+        report.print_report(terminal.console(), document, page_hint)
 
 
 def _get(args: argparse.Namespace) -> int:
     with connected(args, args.id) as client:
-        document = client.wait(args.id, timeout=args.wait) if args.wait else client.get(args.id)
-    print_json(document)
-    return 0
+        if args.wait:
+            client.wait(args.id, timeout=args.wait, poll=min(args.wait, 30))
+        document = client.get(args.id, offset=args.offset, limit=args.limit)
+    limit = f" --limit {args.limit}" if args.limit is not None else ""
+    _show(document, args.json, f"mcp-batch get {args.id} --offset {{offset}}{limit}")
+    return report.exit_code(document)
 
 
 def _item(args: argparse.Namespace) -> int:
@@ -123,7 +134,9 @@ def _item(args: argparse.Namespace) -> int:
 def _results(args: argparse.Namespace) -> int:
     with connected(args, args.id) as client:
         written, cursor = copy_results(client, args.id, args.out, args.status, args.after or 0)
-    if args.out:
+    if args.out and args.json:
+        print(json.dumps({"written": written, "file": args.out, "next_after": cursor}))
+    elif args.out:
         print(f"{written} results written to {args.out}; next: --after {cursor}")
     return 0
 
@@ -144,7 +157,7 @@ def _list(args: argparse.Namespace) -> int:
         filtered = args.meta or args.after or args.before
         out.print("no batches" + (" that match" if filtered else " in these statuses" if args.status else ""))
     else:
-        terminal.print_table(out, terminal.batches_table(batches))
+        terminal.print_table(out, terminal.batches_table(batches, report.moment))
     if page.next_cursor:
         out.print(f"more: mcp-batch list --cursor {page.next_cursor} (or --all)")
     return 0
@@ -182,7 +195,10 @@ def _delete(args: argparse.Namespace) -> int:
             ) from None
         except Forbidden as exc:
             raise _refused("delete", args.id, exc) from None
-    print(f"batch {args.id} deleted")
+    if args.json:
+        print_json({"id": args.id, "deleted": True})
+    else:
+        print(f"batch {args.id} deleted")
     return 0
 
 

@@ -30,8 +30,9 @@ class HelpFormatter(RichHelpFormatter):
 
 _DEFAULTS = {name: field.default for name, field in Settings.model_fields.items()}
 EXIT_CODES = (
-    "exit codes: 0 done; 1 failed (no server, no such batch); 2 invalid batch, nothing stored; "
-    "3 the batch ended with items that did not succeed; 130 interrupted"
+    "exit codes: 0 done (a batch shown ended with every call ok); 1 failed (no server, no such batch); "
+    "2 bad usage or an invalid batch, nothing stored; 3 the batch ended with calls that did not succeed; "
+    "4 the batch has not ended yet; 130 interrupted"
 )
 
 
@@ -46,6 +47,7 @@ def command(
         epilog=exit_codes,
         formatter_class=HelpFormatter,
     )
+    parser.set_defaults(verb_parser=parser)  # the innermost verb's: it reports arguments it does not take
     return parser
 
 
@@ -97,7 +99,7 @@ def _batch_options(parser: argparse.ArgumentParser) -> None:
 
 def _follow_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--wait", action="store_true", help="show progress on stderr and print the final document (default: no)"
+        "--wait", action="store_true", help="show progress on stderr and print the batch once it ends (default: no)"
     )
     parser.add_argument("--out", metavar="FILE", help="write the results as JSON Lines to FILE (implies --wait)")
     parser.add_argument(
@@ -116,15 +118,22 @@ def add_client_commands(sub: Any) -> None:
     submit.add_argument("file", metavar="FILE", help="a .json batch, a .jsonl file of calls, or - for JSON on stdin")
     _follow_options(submit)
     _batch_options(submit)
-    server_options(submit, "without --wait: print the queued document as JSON instead of the id and URL")
+    server_options(submit, "print the document as JSON (default: the id and URL; with --wait, a report)")
     submit.set_defaults(run=run._submit)
 
-    get = command(sub, "get", "print a batch document as JSON", "One page of results, fitted to its byte budget.")
+    get = command(
+        sub,
+        "get",
+        "show a batch: its status, counts and a page of its items",
+        "Failures first, each failed item's error once; one page of items, fitted to the batch's byte budget.",
+    )
     get.add_argument("id", help="the batch id")
     get.add_argument(
         "--wait", type=float, default=0, metavar="S", help="wait up to S seconds for the batch to end (default: 0)"
     )
-    server_options(get)
+    get.add_argument("--offset", type=int, default=0, metavar="N", help="the page from item N (default: 0)")
+    get.add_argument("--limit", type=int, metavar="N", help="at most N items in the page (default: what fits)")
+    server_options(get, "print the batch document as JSON (default: a report)")
     get.set_defaults(run=run._get)
 
     item = command(
@@ -142,7 +151,7 @@ def add_client_commands(sub: Any) -> None:
     )
     results.add_argument("--after", type=int, metavar="N", help="only items finished after the one with seq N (0)")
     results.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
-    server_options(results)
+    server_options(results, "with --out, print what was written as JSON (the lines are JSON either way)")
     results.set_defaults(run=run._results)
 
     listing = command(sub, "list", "list your batches, newest first")
@@ -180,7 +189,7 @@ def add_client_commands(sub: Any) -> None:
         "refused: cancel it first.",
     )
     delete.add_argument("id", help="the batch id")
-    server_options(delete)
+    server_options(delete, "print {id, deleted} as JSON (default: one line)")
     delete.set_defaults(run=run._delete)
 
     retry = command(

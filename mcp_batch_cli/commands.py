@@ -204,7 +204,9 @@ def main(argv: list[str] | None = None) -> None:
         tracing.configure("mcp-batch-demo")  # the SDK's server spans join the batches' traces when OTEL_* ask
         demo_main(argv[1:])
         return
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the verb, with its own usage line, not the command's
+        getattr(args, "verb_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     # not demo-backend: the stdout of the stdio backend is the MCP channel; not the client commands: they log nothing
     if args.command in {"dev", "api", "worker"}:
         from mcp_batch.settings import get_settings

@@ -9,9 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
 
+from rich.text import Text
+
 from mcp_batch.client import Client
 from mcp_batch.models import Counts, ItemStatus
-from mcp_batch_cli import terminal
+from mcp_batch_cli import report, terminal
 from mcp_batch_cli.command_errors import CommandError
 from mcp_batch_cli.plain_text import one_line, safe_json
 
@@ -62,6 +64,7 @@ def watch(client: Client, batch_id: str, after: int, as_json: bool, failures_onl
     under a progress bar on a terminal; with `as_json`, each event as a JSON line. Exit 0 when every item is ok."""
     view = terminal.ProgressView(sys.stderr)
     last = after
+    header = not as_json
     try:
         for event in client.events(batch_id, after=after):
             if as_json:
@@ -69,12 +72,18 @@ def watch(client: Client, batch_id: str, after: int, as_json: bool, failures_onl
             elif event.name == "item":
                 data = event.data
                 if not failures_only or data.get("status") != ItemStatus.ok:
+                    if header:
+                        view.print(Text(terminal.ITEM_HEADER, style="bold"))
+                        header = False
+                    index = data.get("index")
                     line = terminal.item_line(
-                        event.seq,
+                        index if isinstance(index, int) else None,
                         str(data.get("id")),
                         str(data.get("status")),
                         str(data.get("server")),
                         str(data.get("tool")),
+                        report.moment(data.get("finished_at")),
+                        report.duration(data.get("elapsed_seconds")),
                     )
                     view.print(line)
             elif event.name == "progress":
@@ -84,10 +93,9 @@ def watch(client: Client, batch_id: str, after: int, as_json: bool, failures_onl
                 view.close()
                 counts = Counts.model_validate(event.data["counts"])
                 if not as_json:
-                    print(
-                        f"batch {one_line(batch_id)} {one_line(str(event.data['status']))}: {counts.succeeded} ok, "
-                        f"{counts.failed} failed, {counts.skipped} skipped of {counts.total}"
-                    )
+                    failures = " with failures" if counts.failed else ""
+                    status = one_line(str(event.data["status"]))
+                    print(f"batch {one_line(batch_id)} {status}{failures}: {report.counts_line(counts)}")
                 return 0 if event.data.get("ok") else 3
     except KeyboardInterrupt:
         view.close()

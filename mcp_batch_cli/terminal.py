@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from rich.console import Console
@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mcp_batch.dry_runs import DryRun, Estimate
-from mcp_batch.models import BatchDocument, BatchSummary, Counts, ItemResult, ItemStatus
+from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchSummary, Counts, ItemResult, ItemStatus
 from mcp_batch_cli.plain_text import one_line, printable, safe_json
 
 _STYLES = {ItemStatus.ok: "green", ItemStatus.skipped: "yellow", ItemStatus.cancelled: "yellow"}
@@ -41,14 +41,6 @@ def progress_line(counts: Counts, elapsed: float | None = None) -> str:
         return line
     rate = finished / elapsed if elapsed > 0 else 0.0
     return f"{line}, {rate:.1f} calls/s, {elapsed:.1f}s elapsed"
-
-
-def summary(document: BatchDocument) -> str:
-    c = document.counts
-    return (
-        f"batch {document.id} {document.status.value}: {c.succeeded} ok, {c.failed} failed, {c.skipped} skipped"
-        f" of {c.total} in {document.elapsed_seconds:.1f}s"
-    )
 
 
 class ProgressView:
@@ -108,12 +100,19 @@ class ProgressView:
             self._bar = None
 
 
-def item_line(seq: int | None, item_id: str, status: str, server: str, tool: str) -> Text:
-    """`     3  error              fetch-2  (demo/fail)` for one finished item."""
-    text = Text(f"{seq if seq is not None else '-':>6}  ")
+ITEM_HEADER = f"{'finished':<8}  {'call':>5}  {'status':<18}  {'took':>8}  id (server/tool)"
+
+
+def item_line(
+    index: int | None, item_id: str, status: str, server: str, tool: str, at: str = "-", took: str = "-"
+) -> Text:
+    """`12:04:31     #3  error                 25 ms  fetch-2 (demo/fail)` for one finished item, under ITEM_HEADER:
+    when it finished, the call's place in the batch, its status, how long the call took, its id and tool."""
+    call = f"#{index}" if index is not None else "-"
+    text = Text(f"{one_line(at):<8}  {call:>5}  ")
     style = _STYLES.get(ItemStatus(status), "red") if status in set(ItemStatus) else ""
     text.append(f"{one_line(status):<18}", style=style)
-    text.append(f" {one_line(item_id)}  ({one_line(server)}/{one_line(tool)})")
+    text.append(f"  {one_line(took):>8}  {one_line(item_id)} ({one_line(server)}/{one_line(tool)})")
     return text
 
 
@@ -124,15 +123,23 @@ def print_table(out: Console, table: Table) -> None:
     out.file.write("\n".join(line.rstrip() for line in captured.get().splitlines()) + "\n")
 
 
-def batches_table(batches: Sequence[BatchSummary]) -> Table:
-    table = Table("id", "status", "done", "created", "finished", "retry of", box=None, pad_edge=False)
+def batches_table(batches: Sequence[BatchSummary], moment: Callable[[str | None], str]) -> Table:
+    """A row per batch: its status, and its calls ok, failed and not run apart (a batch that ended with failures is
+    not drawn as a success); `moment` shows a time."""
+    table = Table("id", "status", "calls", "ok", "failed", "not run", "created", "ended", "retry of", box=None)
+    table.columns[0].no_wrap = True
     for b in batches:
+        ended = b.status in TERMINAL_BATCH
+        style = "red" if b.failed else "green" if ended and b.succeeded == b.total else "yellow" if ended else ""
         table.add_row(
             Text(one_line(b.id)),
-            Text(b.status.value),
-            f"{b.finished}/{b.total}",
-            Text(one_line(b.created_at)),
-            Text(one_line(b.finished_at or "-")),
+            Text(b.status.value + (" with failures" if b.failed and ended else ""), style=style),
+            f"{b.finished}/{b.total}" if not ended else f"{b.total}",
+            str(b.succeeded),
+            Text(str(b.failed), style="red" if b.failed else ""),
+            str(b.not_run),
+            moment(b.created_at),
+            moment(b.finished_at),
             Text(one_line(b.retry_of or "-")),
         )
     return table
@@ -154,9 +161,13 @@ def item_view(item: ItemResult) -> list[Text]:
     took = f", {item.elapsed_seconds:.3f}s" if item.elapsed_seconds is not None else ""
     names = f"{one_line(item.id)} (#{item.index}, {one_line(item.server)}/{one_line(item.tool)}{took})"
     lines = [Text(f"item {names}: {item.status.value}")]
+    said = None
     if item.error is not None:
         lines.append(Text(f"error {one_line(item.error.code)}: {printable(item.error.message)}"))
+        said = item.error.message.strip()
     for block in item.content or []:
+        if block.get("type") == "text" and str(block.get("text", "")).strip() == said:
+            continue  # a tool's error text is the error's message: once is enough
         if block.get("type") == "text":
             lines.append(Text(printable(str(block.get("text", "")))))
         else:

@@ -23,6 +23,7 @@ from mcp_batch.contract import plain_items, retry_settings
 from mcp_batch.contract.plain_items import PlainItem
 from mcp_batch.models import (
     FAILED_ITEM,
+    HALTED,
     TERMINAL_BATCH,
     BatchDocument,
     Counts,
@@ -33,7 +34,6 @@ from mcp_batch.store.batch_row import LIMITS, BatchRow
 from mcp_batch.store.reads import Ended, ItemRead, PageRead
 
 # What an item that never ran becomes when its batch halts for this reason.
-HALTED = {"stop": ItemStatus.skipped, "cancel": ItemStatus.cancelled, "expire": ItemStatus.expired}
 
 
 def page(batch_id: str, read: PageRead) -> tuple[BatchDocument, list[PlainItem]]:

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 
 from mcp_batch.models import (
     TERMINAL_BATCH,
+    TERMINAL_ITEM,
     BackendLimits,
     BatchRequest,
     BatchStatus,
@@ -35,6 +36,7 @@ LIMITS = TypeAdapter(dict[str, BackendLimits])  # the `limits` field: JSON, as t
 LIST_FIELDS = ["status", "total", "finished", "created_at", "finished_at", "retry_of", "deadline_at", "claimed", "halt"]
 LIST_FIELDS += ["metadata"]
 LIST_FIELDS += ["priority"]
+LIST_FIELDS += [f"n:{status.value}" for status in sorted(TERMINAL_ITEM)]  # finished items by status
 
 
 @dataclass(frozen=True)

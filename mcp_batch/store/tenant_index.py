@@ -11,10 +11,19 @@ from redis.asyncio import Redis
 
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys
-from mcp_batch.models import BatchStatus, BatchSummary, Priority
+from mcp_batch.models import (
+    FAILED_ITEM,
+    HALTED,
+    TERMINAL_BATCH,
+    BatchStatus,
+    BatchSummary,
+    ItemStatus,
+    Priority,
+)
 from mcp_batch.records import iso
 from mcp_batch.store.batch_row import LIST_FIELDS, load_metadata, past_deadline
 
+_ENDED = [ItemStatus(field.removeprefix("n:")) for field in LIST_FIELDS[11:]]  # the counts' statuses, in order
 _LIST_SCAN = 1_000  # most index entries one listing request reads (a status filter may skip many)
 
 
@@ -30,16 +39,22 @@ class Filters:
 
 def _summary(batch_id: str, row: list[str | None], now: float) -> BatchSummary:
     """From the meta fields LIST_FIELDS; a batch past its deadline as a reader sees it (`BatchRow.as_of`)."""
-    status, total, finished, created, ended, retry_of, deadline, claimed, halt, metadata, priority = row
+    status, total, finished, created, ended, retry_of, deadline, claimed, halt, metadata, priority = row[:11]
+    by_status = {item: int(count or 0) for item, count in zip(_ENDED, row[11:], strict=True)}
     listed = BatchStatus(status or BatchStatus.queued)
     passed = past_deadline(listed, None if deadline is None else float(deadline), halt, now)
     if passed and int(claimed or 0) <= int(finished or 0):
-        listed, ended = BatchStatus.expired, deadline
+        listed, ended, halt = BatchStatus.expired, deadline, "expire"
+    if listed in TERMINAL_BATCH and halt in HALTED:  # the items that never ran, as the document counts them
+        by_status[HALTED[halt]] += int(total or 0) - int(finished or 0)
     return BatchSummary(
         id=batch_id,
         status=listed,
         total=int(total or 0),
         finished=int(finished or 0),
+        succeeded=by_status[ItemStatus.ok],
+        failed=sum(by_status[item] for item in FAILED_ITEM),
+        not_run=sum(by_status[item] for item in (ItemStatus.skipped, ItemStatus.cancelled, ItemStatus.expired)),
         created_at=iso(float(created or 0)) or "",
         finished_at=iso(float(ended)) if ended else None,
         retry_of=retry_of,

@@ -46,7 +46,8 @@ KEEP_ALIVE = Event("keep-alive")
 def _item_event(item: PlainItem) -> Event:
     seq = item.get("seq")
     fields = {"seq": seq, "index": item["index"], "id": item["id"], "status": item["status"]}
-    return Event("item", fields | {"server": item["server"], "tool": item["tool"]}, seq)
+    times = {name: item[name] for name in ("finished_at", "elapsed_seconds") if item.get(name) is not None}
+    return Event("item", fields | {"server": item["server"], "tool": item["tool"]} | times, seq)
 
 
 def _new_reports(reports: dict[int, dict[str, Any]], reported: dict[int, float]) -> list[Event]:

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import pty
+import re
 import select
 import sys
 import time
@@ -45,10 +46,20 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-async def test_submit_wait_prints_the_completed_document_and_exits_3_when_a_call_fails(
+async def test_submit_wait_reports_the_batch_failures_first_and_exits_3_when_a_call_fails(
     service: ServiceHandle, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = await cli("submit", str(EXAMPLE), "--wait", "--server-url", service.base_url)
+    out, err = capsys.readouterr()
+    status, counts, blank, header, *rows = out.splitlines()
+    assert code == 3 and status.startswith("batch ") and " completed with failures in " in status
+    assert counts == "1 failed, 4 ok of 5" and blank == ""
+    assert header.split() == ["id", "server", "tool", "status", "time", "error"]
+    by_id = {row.split()[0]: row for row in rows}
+    assert set(by_id) == {call["id"] for call in example_calls()}
+    assert by_id["oops"].split()[3] == "error" and by_id["oops"].count("this tool always fails") == 1
+    assert by_id["nap"].split()[3] == "ok" and re.fullmatch(r"\d{3} ms", " ".join(by_id["nap"].split()[4:6]))
+    code = await cli("submit", str(EXAMPLE), "--wait", "--json", "--server-url", service.base_url)
     out, err = capsys.readouterr()
     document = json.loads(out)
     assert code == 3
@@ -65,7 +76,8 @@ async def test_submit_wait_exits_0_when_every_call_passes(
     service: ServiceHandle, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     calls = [call for call in example_calls() if call["tool"] != "fail"]
-    code = await cli("submit", write_json(tmp_path, {"calls": calls}), "--wait", "--server-url", service.base_url)
+    path = write_json(tmp_path, {"calls": calls})
+    code = await cli("submit", path, "--wait", "--json", "--server-url", service.base_url)
     document = json.loads(capsys.readouterr().out)
     assert code == 0
     assert document["ok"] is True and document["counts"]["succeeded"] == len(calls)
@@ -180,7 +192,7 @@ async def test_a_batch_the_server_rejects_is_reported_like_a_local_one_without_t
 async def test_dash_reads_the_batch_from_stdin(service: ServiceHandle) -> None:
     # a real process with a real pipe, finding the server through MCP_BATCH_SERVER_URL
     batch = {"calls": [{"id": "piped", "server": "demo", "tool": "echo", "arguments": {"message": "from stdin"}}]}
-    argv = [sys.executable, "-c", "from mcp_batch_cli.commands import main; main()", "submit", "-", "--wait"]
+    argv = [sys.executable, "-c", "from mcp_batch_cli.commands import main; main()", "submit", "-", "--wait", "--json"]
     process = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.PIPE,
@@ -215,7 +227,7 @@ async def test_submit_out_writes_one_json_line_per_item(
     assert {item["id"]: item["status"] for item in items}["bad"] == "error"
     [summary] = out.splitlines()
     assert summary.startswith("batch ")
-    assert "completed: 3 ok, 1 failed, 0 skipped of 4 in " in summary
+    assert " completed with failures in " in summary and ": 1 failed, 3 ok of 4; " in summary
     assert summary.endswith(f"4 results written to {out_file}")
 
 
@@ -228,7 +240,7 @@ async def test_get_waits_for_the_end_and_finds_the_server_from_the_environment(
     monkeypatch.setenv("MCP_BATCH_SERVER_URL", service.base_url)
     batch = await submit(client, [{"server": "demo", "tool": "sleep", "arguments": {"seconds": 0.5}}])
     started = time.monotonic()
-    assert await cli("get", batch["id"], "--wait", "30") == 0
+    assert await cli("get", batch["id"], "--wait", "30", "--json") == 0
     document = json.loads(capsys.readouterr().out)
     assert document["id"] == batch["id"] and document["status"] == "completed" and document["ok"] is True
     assert time.monotonic() - started < 30  # answered at the end, not when the wait ran out

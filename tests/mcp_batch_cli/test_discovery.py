@@ -70,7 +70,7 @@ async def test_status_and_the_client_commands_find_a_running_dev_and_a_second_de
         assert f"from the running mcp-batch dev (pid {dev.pid})" in out
         assert "  demo " in out and "  demo_http " in out  # the dev's own servers file
 
-        code, out, err = await run_command("submit", str(EXAMPLE), "--wait", env=env)
+        code, out, err = await run_command("submit", str(EXAMPLE), "--wait", "--json", env=env)
         assert code == 3, err  # the example's `oops` call fails on purpose
         assert json.loads(out)["status"] == "completed"
 

@@ -4,6 +4,7 @@ the server is found through $MCP_BATCH_SERVER_URL (the flag is test_commands.py'
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,8 @@ async def test_submit_sends_a_json_lines_file_as_it_is_with_its_options_as_flags
 ) -> None:
     calls = [ECHO | {"id": "a", "arguments": {"message": "one"}}, {"id": "b", "server": "demo", "tool": "fail"}]
     path = write(tmp_path, "calls.jsonl", json_lines(calls))
-    code, out, err = await run_command("submit", path, "--wait", "--on-error", "stop", "--mode", "serial", env=env)
+    options = ("--on-error", "stop", "--mode", "serial", "--json")
+    code, out, err = await run_command("submit", path, "--wait", *options, env=env)
     document = json.loads(out)
     assert code == 3, err
     assert (document["on_error"], document["mode"], document["failed_ids"]) == ("stop", "serial", ["b"])
@@ -75,8 +77,13 @@ async def test_get_item_and_results(env: dict[str, str], client: httpx.AsyncClie
     calls = [ECHO | {"id": "a", "arguments": {"message": "hello there"}}, {"id": "b", "server": "demo", "tool": "fail"}]
     batch_id = (await run_batch(client, calls))["id"]
 
-    code, out, _ = await run_command("get", batch_id, env=env)
-    assert code == 0 and json.loads(out)["failed_ids"] == ["b"]
+    code, out, _ = await run_command("get", batch_id, "--json", env=env)
+    assert code == 3 and json.loads(out)["failed_ids"] == ["b"]  # ended, not every call ok
+    code, out, _ = await run_command("get", batch_id, "--limit", "1", env=env)
+    assert code == 3 and out.splitlines()[1] == "1 failed, 1 ok of 2"
+    assert out.splitlines()[-1] == f"items 1-1 of 2; more: mcp-batch get {batch_id} --offset 1 --limit 1"
+    code, out, _ = await run_command("get", batch_id, "--offset", "1", env=env)
+    assert [row.split()[:4] for row in out.splitlines()[4:]] == [["b", "demo", "fail", "error"]]
 
     code, out, _ = await run_command("item", batch_id, "a", env=env)
     first, text = out.splitlines()
@@ -84,6 +91,7 @@ async def test_get_item_and_results(env: dict[str, str], client: httpx.AsyncClie
     assert text == "hello there"
     code, out, _ = await run_command("item", batch_id, "b", env=env)
     assert out.splitlines()[0].endswith("): error") and out.splitlines()[1].startswith("error tool_error: ")
+    assert out.count("this tool always fails") == 1  # the tool's text is the error's message: said once
     code, out, _ = await run_command("item", batch_id, "a", "--json", env=env)
     assert (json.loads(out)["id"], json.loads(out)["structured_content"]) == ("a", {"result": "hello there"})
     code, _, err = await run_command("item", batch_id, "nope", env=env)
@@ -91,20 +99,31 @@ async def test_get_item_and_results(env: dict[str, str], client: httpx.AsyncClie
 
     code, out, _ = await run_command("results", batch_id, "--status", "error", env=env)
     assert [json.loads(line)["id"] for line in out.splitlines()] == ["b"]
+    for verb in ("get", "results", "delete", "item"):  # a flag a verb does not take: its own usage line says so
+        code, _, err = await run_command(verb, batch_id, *(["a"] if verb == "item" else []), "--nope", env=env)
+        assert code == 2 and f"Usage: mcp-batch {verb} " in err and "unrecognized arguments: --nope" in err
 
 
 async def test_list_shows_a_table_pages_and_json(env: dict[str, str], client: httpx.AsyncClient) -> None:
     older = (await run_batch(client, [ECHO]))["id"]
     newer = (await run_batch(client, [ECHO, ECHO]))["id"]
+    failing = (await run_batch(client, [ECHO, {"server": "demo", "tool": "fail"}]))["id"]
     code, out, _ = await run_command("list", env=env)
     header, *rows = out.splitlines()
-    assert code == 0 and header.split() == ["id", "status", "done", "created", "finished", "retry", "of"]
-    assert [row.split()[:3] for row in rows] == [[newer, "completed", "2/2"], [older, "completed", "1/1"]]
+    columns = ["id", "status", "calls", "ok", "failed", "not", "run", "created", "ended", "retry", "of"]
+    assert code == 0 and header.split() == columns
+    assert [row.split()[:7] for row in rows][:1] == [[failing, "completed", "with", "failures", "2", "1", "1"]]
+    assert [row.split()[:6] for row in rows[1:]] == [
+        [newer, "completed", "2", "2", "0", "0"],
+        [older, "completed", "1", "1", "0", "0"],
+    ]
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", rows[1].split()[6])  # today's times, as a clock shows them
 
     code, out, _ = await run_command("list", "--limit", "1", env=env)
-    assert out.splitlines()[1].split()[0] == newer and "more: mcp-batch list --cursor " in out
+    assert out.splitlines()[1].split()[0] == failing and "more: mcp-batch list --cursor " in out
     code, out, _ = await run_command("list", "--limit", "1", "--all", "--json", env=env)
-    assert [b["id"] for b in json.loads(out)["batches"]] == [newer, older]
+    assert [b["id"] for b in json.loads(out)["batches"]] == [failing, newer, older]
+    assert json.loads(out)["batches"][0] | {"succeeded": 1, "failed": 1, "not_run": 0} == json.loads(out)["batches"][0]
     code, out, _ = await run_command("list", "--status", "running,queued", env=env)
     assert out.strip() == "no batches in these statuses"
 
@@ -130,7 +149,7 @@ async def test_retry_makes_a_new_batch_of_what_failed(env: dict[str, str], clien
     new_id = line.split()[1]
     assert code == 0 and line == f"batch {new_id} retries the 1 unsuccessful items of {batch_id}"
     assert url.endswith(f"/v1/batches/{new_id}")
-    code, out, _ = await run_command("retry", new_id, "--wait", env=env)  # fails again: exit 3, the final document
+    code, out, _ = await run_command("retry", new_id, "--wait", "--json", env=env)  # fails again: exit 3
     assert code == 3 and json.loads(out)["retry_of"] == new_id
     code, _, err = await run_command("retry", "no-such-batch", env=env)
     assert code == 1 and "no batch 'no-such-batch'" in err
@@ -159,11 +178,13 @@ async def test_watch_follows_the_batch_to_its_end_and_resumes_after_a_seq(
     calls = [ECHO | {"id": f"e{n}"} for n in range(3)] + [{"id": "bad", "server": "demo", "tool": "fail"}]
     batch_id = (await submit(client, calls))["id"]
     code, out, err = await run_command("watch", batch_id, env=env)
-    *items, summary = out.splitlines()
+    header, *items, summary = out.splitlines()
     assert code == 3, err
-    assert [int(line.split()[0]) for line in items] == [1, 2, 3, 4]
-    assert {line.split()[2]: line.split()[1] for line in items}["bad"] == "error"
-    assert summary == f"batch {batch_id} completed: 3 ok, 1 failed, 0 skipped of 4"
+    assert header.split() == ["finished", "call", "status", "took", "id", "(server/tool)"]
+    assert sorted(line.split()[1] for line in items) == ["#0", "#1", "#2", "#3"]
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d", line.split()[0]) for line in items)
+    assert {line.split()[-2]: line.split()[2] for line in items}["bad"] == "error"
+    assert summary == f"batch {batch_id} completed with failures: 1 failed, 3 ok of 4"
     assert err.splitlines()[-1].startswith("4/4 done, 1 failed")
 
     code, out, _ = await run_command("watch", batch_id, "--after", "3", "--json", env=env)
@@ -171,7 +192,7 @@ async def test_watch_follows_the_batch_to_its_end_and_resumes_after_a_seq(
     assert [e["id"] for e in events if e["event"] == "item"] == ["4"]
     assert events[-1]["event"] == "end" and events[-1]["data"]["ok"] is False
     code, out, _ = await run_command("watch", batch_id, "--failures", env=env)
-    assert [line.split()[2] for line in out.splitlines()[:-1]] == ["bad"]
+    assert [line.split()[-2] for line in out.splitlines()[1:-1]] == ["bad"]
 
 
 async def test_meta_tags_a_submit_list_filters_by_it_and_delete_removes_an_ended_batch(
@@ -193,7 +214,7 @@ async def test_meta_tags_a_submit_list_filters_by_it_and_delete_removes_an_ended
     code, _, err = await run_command("delete", running["id"], env=env)
     assert code == 1 and "only an ended batch can be deleted" in err and f"mcp-batch cancel {running['id']}" in err
     await finished(client, tagged["id"])
-    code, out, _ = await run_command("delete", tagged["id"], env=env)
-    assert code == 0 and out == f"batch {tagged['id']} deleted\n"
+    code, out, _ = await run_command("delete", tagged["id"], "--json", env=env)
+    assert code == 0 and json.loads(out) == {"id": tagged["id"], "deleted": True}
     assert (await client.get(f"/v1/batches/{tagged['id']}")).status_code == 404
     await client.post(f"/v1/batches/{running['id']}/cancel")
