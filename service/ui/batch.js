@@ -1,7 +1,7 @@
 // One batch: its progress and counts moving with its event stream (no polling of the document), its items (items.js),
 // and the actions on it: cancel, retry the unsuccessful items, download the results, delete it once it has ended.
 import { Forbidden, NotFound, download, follow, json, request } from "./api.js";
-import { badge, confirmAction, h, number, seconds, setNotice, when } from "./dom.js";
+import { badge, confirmAction, h, number, outcome, seconds, setNotice, showOutcome, when } from "./dom.js";
 import { COUNTS, TERMINAL } from "./statuses.js";
 import { itemsTable } from "./items.js";
 import { questionsPanel } from "./questions.js";
@@ -13,7 +13,7 @@ export function batchView(main, id, report) {
   let stopped = false;
 
   const status = h("span", { id: "batch-status" });
-  const bar = h("progress", { id: "batch-progress", max: 1, value: 0 });
+  const bar = outcome({ id: "batch-progress" });
   const percent = h("span", { id: "batch-percent", class: "percent" });
   const cells = Object.fromEntries(COUNTS.map((name) => [name, h("dd", { dataset: { count: name } }, "–")]));
   const facts = h("dl", { class: "facts", id: "batch-facts" });
@@ -104,12 +104,13 @@ export function batchView(main, id, report) {
   }
 
   function showProgress(state, counts) {
-    status.replaceChildren(badge(state));
+    status.replaceChildren(badge(state, counts.failed));
     if (doc && !TERMINAL.has(state)) elapsed.textContent = seconds((Date.now() - Date.parse(doc.created_at)) / 1000);
     const done = counts.total - counts.pending - counts.running - (counts.input_required ?? 0);
-    bar.max = Math.max(counts.total, 1);
-    bar.value = done;
-    percent.textContent = `${number(done)} of ${number(counts.total)} (${Math.floor((100 * done) / Math.max(counts.total, 1))}%)`;
+    const notRun = (counts.skipped ?? 0) + (counts.cancelled ?? 0) + (counts.expired ?? 0);
+    showOutcome(bar, { total: counts.total, ok: counts.succeeded, failed: counts.failed, notRun });
+    const parts = [`${number(counts.succeeded)} ok`, `${number(counts.failed)} failed`, `${number(notRun)} not run`];
+    percent.textContent = `${number(done)} of ${number(counts.total)} ended: ${parts.join(", ")}`;
     for (const name of COUNTS) cells[name].textContent = number(counts[name]);
     cancel.hidden = TERMINAL.has(state) || state === "cancelling";
     retry.hidden = !TERMINAL.has(state) || counts.succeeded === counts.total;

@@ -1,5 +1,6 @@
 // Building the page: elements from plain data (text is always set as text, never parsed as HTML), formatting,
 // the confirmation dialog and the notice line.
+import { TERMINAL } from "./statuses.js";
 
 export function h(tag, props = {}, ...children) {
   const element = document.createElement(tag);
@@ -17,8 +18,33 @@ export function h(tag, props = {}, ...children) {
   return element;
 }
 
-export function badge(status) {
-  return h("span", { class: `status s-${status}` }, status);
+// A batch's status; one that ended with failures says how many, in the failures' colour: never a plain success.
+export function badge(status, failed = 0) {
+  if (!failed || !TERMINAL.has(status)) {
+    return h("span", { class: `status s-${status}` }, status);
+  }
+  return h("span", { class: `status s-${status} has-failures` }, `${status}, ${number(failed)} failed`);
+}
+
+// A bar of what became of a batch's calls: ok, failed and not run (skipped, cancelled, expired) apart, the rest
+// still to come; a cancelled batch's bar shows what was done, not a full bar. `counts`: {total, ok, failed, notRun}.
+export function outcome(props = {}) {
+  const parts = ["ended-ok", "ended-failed", "not-run", "to-come"].map((name) => h("span", { class: `seg seg-${name}` }));
+  return h("div", { class: "outcome", role: "progressbar", ...props }, parts);
+}
+
+export function showOutcome(bar, { total, ok, failed, notRun }) {
+  const left = Math.max(total - ok - failed - notRun, 0);
+  const [okPart, failedPart, notRunPart, leftPart] = bar.children;
+  okPart.style.flexGrow = String(ok);
+  failedPart.style.flexGrow = String(failed);
+  notRunPart.style.flexGrow = String(notRun);
+  leftPart.style.flexGrow = String(total ? left : 1);
+  Object.assign(bar.dataset, { ok, failed, notRun, left, total });
+  bar.setAttribute("aria-valuemax", String(total));
+  bar.setAttribute("aria-valuenow", String(total - left));
+  bar.title = `${number(ok)} ok, ${number(failed)} failed, ${number(notRun)} not run of ${number(total)}`;
+  return bar;
 }
 
 export function option(value, label = value, selected = false) {

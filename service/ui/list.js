@@ -1,6 +1,6 @@
 // The tenant's batches, newest first, a page at a time (GET /v1/batches), refreshed every few seconds.
 import { json } from "./api.js";
-import { badge, every, h, number, option, shortId, when } from "./dom.js";
+import { badge, every, h, number, option, outcome, shortId, showOutcome, when } from "./dom.js";
 import { BATCH_STATUSES } from "./statuses.js";
 
 const REFRESH_MS = 2000;
@@ -103,13 +103,24 @@ export function batchesView(main, params, report) {
       "tr",
       { dataset: { id: batch.id, status: batch.status } },
       h("td", {}, link(batch.id)),
-      h("td", {}, badge(batch.status)),
-      h("td", { class: "progress-col" }, h("progress", { max: Math.max(batch.total, 1), value: batch.finished })),
-      h("td", { class: "num" }, `${number(batch.finished)} / ${number(batch.total)}`),
+      h("td", {}, badge(batch.status, batch.failed)),
+      h(
+        "td",
+        { class: "progress-col" },
+        showOutcome(outcome(), { total: batch.total, ok: batch.succeeded, failed: batch.failed, notRun: batch.not_run }),
+      ),
+      h("td", { class: "num" }, outcomeText(batch)),
       h("td", {}, when(batch.created_at)),
       h("td", { class: "opt" }, when(batch.finished_at)),
       h("td", { class: "opt" }, batch.retry_of ? link(batch.retry_of) : "–"),
     );
+  }
+
+  function outcomeText(batch) {
+    const parts = [`${number(batch.succeeded)} ok`];
+    if (batch.failed) parts.push(`${number(batch.failed)} failed`);
+    if (batch.not_run) parts.push(`${number(batch.not_run)} not run`);
+    return `${parts.join(", ")} · ${number(batch.finished)} / ${number(batch.total)}`;
   }
 
   const poll = every(REFRESH_MS, load);

@@ -136,10 +136,11 @@ async def test_a_batch_is_followed_to_its_end_then_filtered_opened_downloaded_an
     await expect(page.locator("#batch-status")).to_have_text("running")
     await page.evaluate("() => { window.notReloaded = true; }")
 
-    await expect(page.locator("#batch-status")).to_have_text("completed", timeout=30_000)
+    await expect(page.locator("#batch-status")).to_have_text("completed, 5 failed", timeout=30_000)
     final = await finished(client, batch["id"])
     assert await page.evaluate("() => window.notReloaded === true")  # it moved with the stream, not a reload
-    assert await page.locator("#batch-progress").evaluate("(bar) => [bar.value, bar.max]") == [30, 30]
+    bar = page.locator("#batch-progress")
+    assert await bar.evaluate("(bar) => [bar.dataset.ok, bar.dataset.failed, bar.dataset.left]") == ["25", "5", "0"]
     shown = await counts(page)
     assert (shown["total"], shown["succeeded"], shown["failed"]) == ("30", "25", "5")
     assert final["counts"]["failed"] == 5
@@ -179,7 +180,7 @@ async def test_a_batch_is_followed_to_its_end_then_filtered_opened_downloaded_an
     await expect(page.locator("#confirm-text")).to_contain_text("5 items")
     await page.click("#confirm-ok")
     await expect(page.locator("#retry-of")).to_have_text(batch["id"], timeout=10_000)
-    await expect(page.locator("#batch-status")).to_have_text("completed", timeout=30_000)
+    await expect(page.locator("#batch-status")).to_have_text("completed, 5 failed", timeout=30_000)  # fail again
     assert (await counts(page))["total"] == "5"
     retry_id = page.url.rsplit("/", 1)[1]
     assert (await finished(client, retry_id))["retry_of"] == batch["id"]
@@ -323,7 +324,7 @@ async def test_at_a_phone_width_the_page_fits_and_the_panel_takes_the_screen(
     batch = await finished(client, (await submit(client, calls(12, fail_every=4)))["id"])
     page, problems = await open_page(browser, PHONE)
     await show_batch(page, service.base_url, batch["id"])
-    await expect(page.locator("#batch-status")).to_have_text("completed")
+    await expect(page.locator("#batch-status")).to_have_text("completed, 3 failed")
     widths = await page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
     assert widths[0] <= widths[1], widths  # nothing but the tables' own strips scrolls sideways
     await expect(page.locator("#items th.opt").first).to_be_hidden()
@@ -378,7 +379,7 @@ async def test_load_time_of_a_100000_item_batch_and_a_screenshot_of_1000_items_m
         batch = await submit(client, calls(1000, seconds=0.05, fail_every=9), max_concurrency=8)
         await show_batch(page, service.base_url, batch["id"])
         await expect(page.locator("#batch-progress")).to_have_attribute(
-            "value", re.compile(r"[1-9]\d\d"), timeout=60_000
+            "aria-valuenow", re.compile(r"[1-9]\d\d"), timeout=60_000
         )
         await screenshot(page, artifacts, "batch-1000-mid-run.png")
         await client.post(f"/v1/batches/{batch['id']}/cancel")

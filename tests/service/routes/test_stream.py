@@ -19,7 +19,7 @@ from tests.support import run_batch, running_service, submit
 
 pytestmark = pytest.mark.timeout(60)
 
-ITEM_FIELDS = {"seq", "index", "id", "status", "server", "tool"}
+ITEM_FIELDS = {"seq", "index", "id", "status", "server", "tool", "finished_at", "elapsed_seconds"}
 
 
 @dataclass
