@@ -177,7 +177,9 @@ class BatchRequest(BaseModel):
         description="How long the finished batch is kept (then GET is 404); default from settings.",
         json_schema_extra={"maximum": _DEFAULT_CEILINGS["retention_ceiling_seconds"]},
     )
-    questions: QuestionSettings | None = Field(None, description="What a backend's question does (questions.py).")
+    questions: QuestionSettings | None = Field(
+        None, description="What a backend's question during a call does: `decline` it at once, or `ask` the caller."
+    )
     webhook_url: str | None = Field(
         None,
         description="POSTed once with a summary when the batch ends, signed in `X-MCP-Batch-Signature` "
