@@ -126,7 +126,8 @@ def print_table(out: Console, table: Table) -> None:
 def batches_table(batches: Sequence[BatchSummary], moment: Callable[[str | None], str]) -> Table:
     """A row per batch: its status, and its calls ok, failed and not run apart (a batch that ended with failures is
     not drawn as a success); `moment` shows a time."""
-    table = Table("id", "status", "calls", "ok", "failed", "not run", "created", "ended", "retry of", box=None)
+    columns = ("id", "status", "calls", "ok", "failed", "not run", "created", "ended", "retry of")
+    table = Table(*columns, box=None, pad_edge=False)
     table.columns[0].no_wrap = True
     for b in batches:
         ended = b.status in TERMINAL_BATCH

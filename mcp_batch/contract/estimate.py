@@ -61,7 +61,7 @@ def estimate(
     known_means = {pair: mean for pair, mean in means.items() if mean is not None}
     if known_means:
         (server, tool), slowest = max(known_means.items(), key=lambda found: found[1])
-        why = f"its longest call, {server}/{tool}: {slowest:.3f} s (that tool's recent latency)"
+        why = f"{server}/{tool} takes {slowest:.3f} s, its recent latency"
         bounds.append(Bound(kind=BoundKind.longest_call, server=server, seconds=slowest, explanation=why))
     for server, n in sorted(per_server.items()):
         backend = backends.get(server)
