@@ -4,6 +4,7 @@ SDK's `Client` receives them (compact JSON, as a client hands them to its model)
 from __future__ import annotations
 
 import json
+import re
 
 from mcp import Client
 
@@ -52,3 +53,10 @@ async def test_verbose_adds_the_options_times_and_each_calls_timings_worker_and_
     assert set(brief["results"][0]) == {"id", "status", "content", "structured_content"}
     assert nulls(brief) == nulls(full) == 0
     assert json.loads(long.content[0].text) == full  # type: ignore[union-attr]
+
+
+async def test_no_description_names_an_internal_file(service: ServiceHandle) -> None:
+    async with Client(f"{service.base_url}/mcp/") as client:
+        listed = await client.list_tools()
+    text = json.dumps([tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in listed.tools])
+    assert re.findall(r"[\w/]+\.py\b", text) == []
