@@ -93,6 +93,8 @@ def item_view(item: ItemResult, verbose: bool = True) -> dict[str, Any]:
     """An item without nulls or fields at their default; only `_ITEM_FIELDS` unless `verbose`."""
     whole: dict[str, Any] = item.model_dump(mode="json", exclude_defaults=True)
     if verbose:
+        if isinstance(whole.get("error"), dict):
+            whole["error"] = _without_nulls(whole["error"])  # `details` when there are none
         return whole
     view = {name: whole[name] for name in _ITEM_FIELDS if name in whole}
     if item.error is not None:
@@ -104,7 +106,9 @@ def batch_view(document: BatchDocument, verbose: bool = False) -> dict[str, Any]
     """A batch document without nulls: compact, or `verbose` (the REST document's fields that apply)."""
     results = [item_view(item, verbose) for item in document.results]
     if verbose:
-        return _without_nulls(document.model_dump(mode="json", exclude={"results"})) | {"results": results}
+        whole = _without_nulls(document.model_dump(mode="json", exclude={"results"}))
+        whole["limits"] = {server: _without_nulls(limits) for server, limits in whole.get("limits", {}).items()}
+        return whole | {"results": results}
     counts = document.counts.model_dump()
     view: dict[str, Any] = {
         "id": document.id,

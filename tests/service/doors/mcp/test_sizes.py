@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
+import pytest
 from mcp import Client
 
 from tests.support import ServiceHandle
@@ -41,12 +43,22 @@ def nulls(value: object) -> int:
     return sum(nulls(inner) for inner in value) if isinstance(value, list) else 0
 
 
+@pytest.fixture
+def servers(servers: dict[str, Any]) -> dict[str, Any]:
+    servers["demo_http"] = servers["demo_http"] | {"max_concurrency": 8}  # limits with a field that is not set
+    return servers
+
+
 async def test_verbose_adds_the_options_times_and_each_calls_timings_worker_and_seq(service: ServiceHandle) -> None:
+    failing = {"id": "bad", "server": "demo_http", "tool": "fail"}
     async with Client(f"{service.base_url}/mcp/") as client:
-        short = await client.call_tool("call_tools_batch", {"calls": ECHOES, "wait_seconds": 30})
+        short = await client.call_tool("call_tools_batch", {"calls": [*ECHOES, failing], "wait_seconds": 30})
         batch_id = (short.structured_content or {})["id"]
         long = await client.call_tool("get_batch", {"batch_id": batch_id, "verbose": True})
+        one = await client.call_tool("get_item", {"batch_id": batch_id, "item_id": "bad"})
     brief, full = short.structured_content or {}, long.structured_content or {}
+    assert brief["failed_ids"] == ["bad"] and set(brief["results"][3]["error"]) == {"code", "message"}
+    assert full["limits"]["demo_http"] == {"max_concurrency": 8} and nulls(one.structured_content) == 0
     assert {"mode", "created_at", "finished_at", "max_concurrency"} <= set(full) - set(brief)
     item = full["results"][0]
     assert {"index", "server", "tool", "worker", "seq", "elapsed_seconds", "queued_seconds"} <= set(item)
