@@ -194,11 +194,13 @@ class Unauthenticated(MCPBatchError):
 
 
 class Forbidden(MCPBatchError):
-    """The caller's key may not do what the request asks; `problems` names each call or field at fault."""
+    """The caller may not do what the request asks; `problems` names each call or field at fault, `right` the right
+    that would allow it (when one would)."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem], right: str | None = None) -> None:
         super().__init__("; ".join(f"{'.'.join(map(str, p.loc))}: {p.msg}" for p in problems))
         self.problems = problems
+        self.right = right
 
 
 class BackendError(MCPBatchError):

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mcp_batch.host_policy import host_entry, origin_entry
+from mcp_batch.issuers import OAuthIssuer
 from mcp_batch.redis_urls import database_of
 
 if TYPE_CHECKING:
@@ -40,16 +42,50 @@ class Settings(BaseSettings):
         "the MCP_BATCH_REDIS_URL one. `redis+cluster://host:port[,host:port...]` names a Redis Cluster (or Valkey "
         "cluster); MCP_BATCH_REDIS_URL keeps arq's queue, the channels and the heartbeats and cannot be a cluster.",
     )
-    auth: Literal["keys", "none"] = Field(
+    auth: Literal["keys", "none", "oauth", "keys,oauth"] = Field(
         "keys",
-        description="`keys`: the /v1 routes, POST /mcp/tools/call, /mcp and /metrics need `Authorization: Bearer "
-        "<key>` from the keys file; `none`: no auth, every caller is the one tenant `default` with every right.",
+        description="Who may call the /v1 routes, POST /mcp/tools/call, /mcp and /metrics: `keys`: `Authorization: "
+        "Bearer <key>` from the keys file; `oauth`: a bearer access token from one of MCP_BATCH_OAUTH_ISSUERS; "
+        "`keys,oauth`: either; `none`: no auth, every caller is the one tenant `default` with every right.",
     )
     keys: Path | None = Field(
         None,
         description="Path of the keys file (JSON): SHA-256 hashes of API keys with their tenants and rights "
-        "(`mcp-batch keys new` makes entries); needed when auth is `keys`.",
+        "(`mcp-batch keys new` makes entries), and the tenants section (each tenant's servers, ceilings and most "
+        "rights, for keys and tokens alike); needed when auth is `keys`, optional with `oauth`.",
     )
+    oauth_issuers: list[OAuthIssuer] = Field(
+        default_factory=list,
+        description="The identity providers whose access tokens are accepted when auth includes `oauth`: a JSON list "
+        'of `{"issuer", "audience"?, "tenant_claim"?, "scopes"?, "introspection_client_id"?, '
+        '"introspection_client_secret"?}` (docs/operations.md, "Signing in with OAuth").',
+    )
+    public_url: str | None = Field(
+        None,
+        description="The URL callers reach the service at (`https://batches.example.com`): the resource its Protected "
+        "Resource Metadata names and the default audience of tokens; needed when auth includes `oauth`.",
+    )
+    oauth_leeway_seconds: int = Field(
+        30, ge=0, le=300, description="Clock skew allowed when checking a token's `exp`, `nbf` and `iat`."
+    )
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urllib.parse.urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
+            raise ValueError("the public URL is http(s)://host[:port], without a path or query")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _oauth_needs_issuers(self) -> Settings:
+        if "oauth" in self.auth and not self.oauth_issuers:
+            raise ValueError("auth includes oauth, but MCP_BATCH_OAUTH_ISSUERS names no issuer")
+        if "oauth" in self.auth and self.public_url is None:
+            raise ValueError("auth includes oauth, but MCP_BATCH_PUBLIC_URL is not set (the resource tokens are for)")
+        return self
 
     allowed_hosts: list[str] = Field(
         default_factory=list,
@@ -321,7 +357,9 @@ class Settings(BaseSettings):
         description="Port of a worker's Prometheus metrics (0: none); when taken, the next free one up to +16.",
     )
     metrics_public: bool = Field(
-        False, description="Serve the API's /metrics without an API key even when auth is on (MCP_BATCH_AUTH=keys)."
+        False,
+        description="Serve the API's /metrics to anyone even when auth is on; otherwise a scrape needs a key or token "
+        "with the `admin` right.",
     )
     log_format: Literal["text", "json"] = Field(
         "text",

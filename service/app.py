@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
@@ -25,19 +26,24 @@ from mcp_batch.store import Store
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.connection import close, close_data, control_pool, data_client
 from mcp_batch.store.cursor_secret import cursor_secret
-from mcp_batch.tenants import load_keys
+from mcp_batch.tenants import KeyRing, Right, load_keys
 from service.application.services import Services
+from service.auth import SignIn
 from service.doors import gumloop
 from service.doors.mcp import build_mcp_server, mcp_routes
+from service.doors.mcp.unauthorized import jsonrpc_refusal
 from service.host_guard import HostGuard
 from service.http_errors import install_error_handlers
-from service.key_before_body import KeyFirst
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
+from service.oauth import resource
+from service.oauth.resource import MCP_PATH, ResourceFace, face_scopes
+from service.oauth.tokens import TokenCheck
 from service.routes import batches, dashboard, health, questions, servers
 from service.routes import scrape as metrics_routes
 from service.routes import stream as events
 
 DOCS_ASSETS = "/docs-assets"  # where the Swagger UI and ReDoc files are served
+_ISSUER_TIMEOUT = httpx.Timeout(5.0)  # an issuer's metadata, keys or introspection: a request waits on it
 
 
 def create_app(settings: Settings | None = None, served_host: str | None = None) -> FastAPI:
@@ -49,7 +55,10 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     keep_payloads_out_of_logs()
     tracing.configure("mcp-batch-api")  # only when the OTEL_* variables ask for traces
     registry = load_servers(settings.servers)
-    keyring = None if settings.auth == "none" else load_keys(settings.keys)  # a bad keys file stops start-up too
+    # A bad keys file stops start-up too; with tokens only, it holds just the tenants section (or is not there).
+    keyring = None if settings.auth == "none" else load_keys(settings.keys, required="keys" in settings.auth)
+    issuers_http = httpx.AsyncClient(timeout=_ISSUER_TIMEOUT, follow_redirects=False)
+    tokens, face = sign_in_by_token(settings, keyring, issuers_http)
     keys = settings.key_names
     mcp = build_mcp_server(lambda: app.state.services, settings)
     metrics = ApiMetrics()
@@ -82,6 +91,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
             await done.stop()
             await close_data(data, redis)
             await close(redis)
+            await issuers_http.aclose()
             tracing.flush()
 
     app = FastAPIOffline(
@@ -99,7 +109,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
             413: {"model": ErrorDetail, "description": f"The body is over {settings.max_body_bytes} bytes."},
         },
     )
-    app.state.keyring = keyring
+    app.state.resource_face = face
     app.state.max_json_depth = settings.max_json_depth
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     routers = [
@@ -111,11 +121,20 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
         health.router,
         metrics_routes.router,
         dashboard.router,
+        resource.router,
     ]
     routes = [route for router in routers for route in router.routes]
     app.state.routes = routes  # a 405's Allow names the methods of every route of the path (http_errors)
-    if keyring is not None:  # outside the body limit: a request without a valid key is refused before any read
-        app.add_middleware(KeyFirst, keyring=keyring, routes=routes, metrics_public=settings.metrics_public)
+    # Outside the body limit: a request without a valid key or token is refused before any read.
+    app.add_middleware(
+        SignIn,
+        keyring=keyring if "keys" in settings.auth else None,
+        tokens=tokens,
+        face=face,
+        metrics_public=settings.metrics_public,
+        refusals={"/mcp": jsonrpc_refusal, "/mcp/": jsonrpc_refusal, gumloop.PATH: gumloop.refusal},
+        routes=routes,
+    )
     install_error_handlers(app)
     app.add_middleware(StorageUnavailable)
     # Before anything else reads the request: a rebinding page's request is refused from its headers alone.
@@ -123,8 +142,22 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: it sees the 503s, 421s and 401s too
     for router in routers:
         app.include_router(router)
-    app.router.routes.extend(mcp_routes(mcp, keyring, settings.max_body_bytes))  # the MCP endpoint at /mcp (and /mcp/)
+    app.router.routes.extend(mcp_routes(mcp, settings.max_body_bytes))  # the MCP endpoint at /mcp (and /mcp/)
     return app
+
+
+def sign_in_by_token(
+    settings: Settings, keyring: KeyRing | None, http: httpx.AsyncClient
+) -> tuple[TokenCheck | None, ResourceFace | None]:
+    """The token check and the resource server's face, when auth takes tokens."""
+    if "oauth" not in settings.auth or settings.public_url is None or keyring is None:
+        return None, None
+    public = settings.public_url
+    tokens = TokenCheck(
+        settings.oauth_issuers, [public, public + MCP_PATH], keyring, http, settings.oauth_leeway_seconds
+    )
+    mappings = [{right: getattr(issuer.scopes, right.value) for right in Right} for issuer in settings.oauth_issuers]
+    return tokens, ResourceFace(public, tuple(tokens.issuers()), face_scopes(mappings))
 
 
 def host_policy(settings: Settings, served_host: str | None) -> HostPolicy:

@@ -1,99 +1,165 @@
-"""Who is calling: `Authorization: Bearer <key>` checked against the keys file, at the HTTP edge.
+"""Who is calling, decided once per request at the edge: `SignIn`, an ASGI middleware in front of every route.
 
-REST routes take the caller as a dependency (`CallerDep`); the MCP front door, a plain ASGI endpoint, is wrapped so
-that its tools read the caller from a context variable. With `MCP_BATCH_AUTH=none` every caller is the one default
-tenant with every right.
+It reads `Authorization: Bearer <credential>` from the headers alone, before any body is read, and names the caller:
+an API key from the keys file (`MCP_BATCH_AUTH=keys`), an access token from a configured issuer (`oauth`), either
+(`keys,oauth`), or with `none` the one default tenant with every right. The caller is left in the request's state
+for the REST and Gumloop routes (`CallerDep`) and in a context variable for the MCP door's tools. Every route needs a
+caller that has `read` (a token whose scopes grant no right may do nothing), /metrics one that has `admin`; only the
+paths in `PUBLIC` (health, docs, the dashboard's files, the resource metadata) and /metrics when public go without.
+A refusal is answered in the door's own shape (the `refusals` given by path), with the challenge of RFC 6750.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_batch.errors import Unauthenticated
 from mcp_batch.models import ErrorDetail
-from mcp_batch.tenants import ANYONE, Caller, KeyRing
+from mcp_batch.tenants import ANYONE, Caller, KeyRing, Right
+from service.oauth.issuer_keys import IssuerUnavailable
+from service.oauth.resource import WELL_KNOWN, ResourceFace
+from service.oauth.tokens import TokenCheck
 
 current_caller: ContextVar[Caller] = ContextVar("current_caller")
 
+METRICS_PATH = "/metrics"
+PUBLIC = frozenset({"/healthz", "/readyz", "/ui", "/ui/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+PUBLIC_PREFIXES = ("/ui/", "/docs-assets/", WELL_KNOWN)
 
-def identify(authorization: str | None, keyring: KeyRing | None) -> Caller:
-    """The caller an Authorization header names (Unauthenticated when it names none)."""
-    if keyring is None:
-        return ANYONE
-    scheme, _, key = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
-        raise Unauthenticated("an API key is required: Authorization: Bearer <key>")
-    caller = keyring.caller(key.strip())
-    if caller is None:
-        raise Unauthenticated("the API key is not valid")
-    return caller
+# A door's refusal: (status, message, WWW-Authenticate value) -> the answer in its own shape.
+Refusal = Callable[[int, str, str], Response]
 
 
-_bearer = HTTPBearer(auto_error=False, description="An API key from the keys file (not needed with auth off).")
+def rest_refusal(status: int, detail: str, challenge: str) -> Response:
+    """401 `{"detail": "..."}`, or 403 in the shape of every other 403 (a list of problems)."""
+    body: object = detail if status == 401 else [{"loc": [], "msg": detail, "type": "forbidden"}]
+    return JSONResponse({"detail": body}, status_code=status, headers={"WWW-Authenticate": challenge})
 
 
-# The dependencies are coroutines, though they never wait: FastAPI runs a plain function's in a worker thread,
-# a thread hop on every request.
-async def get_caller(
-    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> Caller:
-    keyring: KeyRing | None = request.app.state.keyring
-    return identify(f"Bearer {credentials.credentials}" if credentials else None, keyring)
-
-
-CallerDep = Annotated[Caller, Depends(get_caller)]
-
-
-async def caller_or_refusal(
-    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> Caller | Unauthenticated:
-    """The caller, or why there is none: for a door that answers a missing key in its own shape."""
-    try:
-        return await get_caller(request, credentials)
-    except Unauthenticated as exc:
-        return exc
-
-
-CallerOrRefusalDep = Annotated[Caller | Unauthenticated, Depends(caller_or_refusal)]
-
-AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorDetail, "description": "No API key, or one the keys file does not hold."},
-    403: {"description": "The key may not do this: `detail` lists each call or field at fault (`loc`, `msg`)."},
-}
-
-
-class Authenticated:
-    """An ASGI app behind the same check: 401 without a valid key, else the caller is set for the request."""
+class SignIn:
+    """Names the caller of every request to a route that needs one; refuses, from the headers alone, one without."""
 
     def __init__(
-        self, app: ASGIApp, keyring: KeyRing | None, reject: Callable[[str], JSONResponse] | None = None
+        self,
+        app: ASGIApp,
+        *,
+        keyring: KeyRing | None,
+        tokens: TokenCheck | None,
+        face: ResourceFace | None,
+        metrics_public: bool,
+        refusals: dict[str, Refusal],
+        routes: Sequence[BaseRoute],
     ) -> None:
         self.app = app
         self.keyring = keyring
-        self.reject = reject or unauthorized  # the 401 answer, in the door's own error shape
+        self.tokens = tokens
+        self.face = face
+        self.public = PUBLIC | {METRICS_PATH} if metrics_public else PUBLIC
+        self.refusals = refusals
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in self.public or path.startswith(PUBLIC_PREFIXES):
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        authorization = next((v for k, v in scope["headers"] if k == b"authorization"), None)
         try:
-            caller = identify(headers.get("authorization"), self.keyring)
+            caller = await self.identify(authorization.decode("latin-1") if authorization is not None else None)
         except Unauthenticated as exc:
-            await self.reject(str(exc))(scope, receive, send)
+            await self._refuse(scope, receive, send, 401, str(exc), self._challenge(path, authorization is not None))
             return
+        except IssuerUnavailable as exc:
+            self._label(scope)
+            response = JSONResponse({"detail": f"cannot check the token now: {exc}"}, 503, {"Retry-After": "5"})
+            await response(scope, receive, send)
+            return
+        needed = Right.admin if path == METRICS_PATH else Right.read
+        if not caller.may(needed):
+            scope_needed = caller.scope_for(needed)
+            challenge = self._challenge(path, True, "insufficient_scope", scope_needed)
+            what = "the operator's routes need" if needed is Right.admin else "every route needs"
+            await self._refuse(scope, receive, send, 403, f"{what} the {needed.value!r} right", challenge)
+            return
+        scope["state"] = {**scope.get("state", {}), "caller": caller}
         token = current_caller.set(caller)
         try:
             await self.app(scope, receive, send)
         finally:
             current_caller.reset(token)
+
+    async def identify(self, authorization: str | None) -> Caller:
+        """The caller an Authorization header names (Unauthenticated when it names none)."""
+        if self.keyring is None and self.tokens is None:
+            return ANYONE
+        scheme, _, credential = (authorization or "").partition(" ")
+        credential = credential.strip()
+        if scheme.lower() != "bearer" or not credential:
+            raise Unauthenticated(self._wanted())
+        caller = self.keyring.caller(credential) if self.keyring is not None else None
+        if caller is not None:
+            return caller
+        if self.tokens is None:
+            raise Unauthenticated("the API key is not valid")
+        return await self.tokens.caller(credential)
+
+    def _wanted(self) -> str:
+        if self.tokens is None:
+            return "an API key is required: Authorization: Bearer <key>"
+        if self.keyring is None or not self.keyring.has_keys():
+            return "an access token is required: Authorization: Bearer <token>"
+        return "an API key or an access token is required: Authorization: Bearer <key or token>"
+
+    def _challenge(self, path: str, presented: bool, error: str | None = None, scope: str | None = None) -> str:
+        if self.face is None:
+            return "Bearer"
+        return self.face.challenge(path, error or ("invalid_token" if presented else None), scope)
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, status: int, detail: str, challenge: str
+    ) -> None:
+        self._label(scope)
+        refuse = self.refusals.get(scope["path"], rest_refusal)
+        await refuse(status, detail, challenge)(scope, receive, send)
+
+    def _label(self, scope: Scope) -> None:
+        """As the router would: the request metrics count a refusal under its route's template."""
+        for route in self.routes:
+            match, child_scope = route.matches(scope)
+            if match is Match.FULL:
+                scope.update(child_scope)
+                return
+
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from the keys file, or an OAuth access token.")
+
+
+# A coroutine, though it never waits: FastAPI runs a plain function's in a worker thread, a hop on every request.
+async def get_caller(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Caller:
+    """The caller SignIn named (`_` only puts the bearer scheme in the OpenAPI document)."""
+    caller = getattr(request.state, "caller", None)
+    if not isinstance(caller, Caller):  # a route SignIn lets through unauthenticated must not ask for a caller
+        raise Unauthenticated("this route is not behind the sign-in")
+    return caller
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorDetail, "description": "No API key or access token, or one that is not valid."},
+    403: {
+        "description": "The caller may not do this: `detail` lists each call or field at fault (`loc`, `msg`); for a "
+        'token, `WWW-Authenticate` says `error="insufficient_scope"` and the scope that would do.'
+    },
+}
 
 
 def unauthorized(detail: str) -> JSONResponse:

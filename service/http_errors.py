@@ -34,6 +34,7 @@ from mcp_batch.errors import (
     InvalidCursor,
     Unauthenticated,
 )
+from mcp_batch.tenants import Caller, Right
 from service.auth import unauthorized
 
 logger = logging.getLogger(__name__)
@@ -90,8 +91,13 @@ def install_error_handlers(app: FastAPI) -> None:
         return unauthorized(str(exc))
 
     @app.exception_handler(Forbidden)
-    async def forbidden(_: Request, exc: Forbidden) -> JSONResponse:
-        return forbidden_response(exc)
+    async def forbidden(request: Request, exc: Forbidden) -> JSONResponse:
+        response = forbidden_response(exc)
+        caller, face = getattr(request.state, "caller", None), getattr(request.app.state, "resource_face", None)
+        scope = caller.scope_for(Right(exc.right)) if isinstance(caller, Caller) and exc.right else None
+        if scope is not None and face is not None:  # a token: the scope to step up to (RFC 6750 section 3.1)
+            response.headers["WWW-Authenticate"] = face.challenge(request.url.path, "insufficient_scope", scope)
+        return response
 
     @app.exception_handler(BatchNotFound)
     async def not_found(_: Request, exc: BatchNotFound) -> JSONResponse:

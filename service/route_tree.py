@@ -1,5 +1,5 @@
-"""A FastAPI route's dependency tree, read: the query parameters it takes, its body's model, whether it depends on a
-given function (the caller, for the routes that need a key).
+"""A FastAPI route's dependency tree, read for the strict body and query checks (service/bodies/strict_route.py):
+the query parameters it takes, whether it reads a body, its body's model.
 
 The one place that reads FastAPI's `Dependant` (`fastapi.dependencies.models`, not a public API): pyproject pins
 FastAPI's minor version for it, and tests/service/test_route_tree.py fails if its shape changes.
@@ -7,8 +7,7 @@ FastAPI's minor version for it, and tests/service/test_route_tree.py fails if it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
@@ -27,11 +26,6 @@ def _nodes(route: APIRoute) -> Iterator[Dependant]:
 def query_names(route: APIRoute) -> set[str]:
     """The query parameters the route takes, its dependencies' included."""
     return {param.alias for node in _nodes(route) for param in node.query_params}
-
-
-def depends_on(route: APIRoute, call: Callable[..., Any]) -> bool:
-    """Whether `call` is the route's endpoint or one of its dependencies, however deep."""
-    return any(node.call is call for node in _nodes(route))
 
 
 def takes_body(route: APIRoute) -> bool:

@@ -21,13 +21,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcp_batch.errors import Forbidden, InvalidBatch, Problem, Unauthenticated
+from mcp_batch.errors import Forbidden, InvalidBatch, Problem
 from mcp_batch.models import TERMINAL_BATCH, BatchRequest, Call, CallId, ItemResult, ItemStatus, Mode
 from mcp_batch.settings import Settings
 from service import bodies
 from service.application import reading, submitting
-from service.auth import AUTH_RESPONSES, CallerOrRefusalDep
+from service.auth import AUTH_RESPONSES, CallerDep
 from service.deps import ServicesDep
+
+PATH = "/mcp/tools/call"
 
 router = APIRouter(tags=["gumloop"], responses=AUTH_RESPONSES)
 
@@ -209,10 +211,11 @@ def _refused(problems: list[Problem], status: int = 400) -> JSONResponse:
     return JSONResponse(GumloopErrorResponse(error=error).model_dump(mode="json"), status_code=status)
 
 
-def _unauthenticated(exc: Unauthenticated) -> JSONResponse:
-    error = GumloopError(code="unauthenticated", message=str(exc), type="authentication_error")
-    body = GumloopErrorResponse(error=error).model_dump(mode="json")
-    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+def refusal(status: int, message: str, challenge: str) -> JSONResponse:
+    """The sign-in's 401 or 403 (service/auth.py), in Gumloop's error shape."""
+    code, kind = ("unauthenticated", "authentication_error") if status == 401 else ("forbidden", "permission_error")
+    body = GumloopErrorResponse(error=GumloopError(code=code, message=message, type=kind)).model_dump(mode="json")
+    return JSONResponse(body, status_code=status, headers={"WWW-Authenticate": challenge})
 
 
 def _param(loc: tuple[str | int, ...]) -> str | None:
@@ -263,14 +266,14 @@ _REQUEST_BODY = {
 
 
 @router.post(
-    "/mcp/tools/call",
+    PATH,
     summary="Call a few MCP tools at once and wait for their results (Gumloop-compatible)",
     response_model=GumloopResponse,
     response_description="Every call succeeded, or every call failed: inspect each result's status and error.",
     responses={
         207: {"model": GumloopResponse, "description": "Some calls succeeded and some failed."},
         400: {"model": GumloopErrorResponse, "description": "Malformed body; nothing was run."},
-        401: {"model": GumloopErrorResponse, "description": "No API key, or one the keys file does not hold."},
+        401: {"model": GumloopErrorResponse, "description": "No API key or access token, or one that is not valid."},
         403: {
             "model": GumloopErrorResponse,
             "description": "The key may not call a server named, or `team_id` is not its tenant; nothing was run.",
@@ -283,14 +286,12 @@ _REQUEST_BODY = {
     },
     openapi_extra=_REQUEST_BODY,
 )
-async def call_tools(request: Request, services: ServicesDep, caller: CallerOrRefusalDep) -> JSONResponse:
+async def call_tools(request: Request, services: ServicesDep, caller: CallerDep) -> JSONResponse:
     """Run the calls as one concurrent batch and answer with every result once it completes.
 
     `team_id`, when given, must be the tenant of the caller's key (403 otherwise; with auth off it is not checked).
     A key without `write` runs only the read-only calls; the others end `error` with code `not_read_only`.
     """
-    if isinstance(caller, Unauthenticated):
-        return _unauthenticated(caller)
     try:
         settings = services.settings
         raw = await request.body()

@@ -17,15 +17,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
 from mcp_batch.settings import Settings
-from mcp_batch.tenants import KeyRing
 from service.application.services import Services
-from service.auth import Authenticated
 from service.doors.mcp.hints import caller_hints
 from service.doors.mcp.listen import TaskListen
 from service.doors.mcp.proxy import ProxyTools
 from service.doors.mcp.tasks import BatchTasks
 from service.doors.mcp.tools import BatchTools
-from service.doors.mcp.unauthorized import jsonrpc_unauthorized
 
 _INSTRUCTIONS = (
     "Batches of MCP tool calls to the backends this service is configured with (list_servers shows them and their "
@@ -54,12 +51,13 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
     )
 
 
-def mcp_routes(server: MCPServer, keyring: KeyRing | None, max_body_bytes: int) -> list[Route]:
+def mcp_routes(server: MCPServer, max_body_bytes: int) -> list[Route]:
     """`/mcp` and `/mcp/`, both served by the server's streamable-HTTP transport.
 
     Exact routes rather than a mount: a mount at /mcp would also swallow `/mcp/tools/call` (the Gumloop door) unless
     it were registered after it, and the SDK client does not follow the slash redirect a mount answers `/mcp` with.
-    The session manager this creates must be run by the app's lifespan (`server.session_manager.run()`).
+    The session manager this creates must be run by the app's lifespan (`server.session_manager.run()`); the caller is
+    named by the app's sign-in (service/auth.py) before a request gets here.
     """
     server.streamable_http_app(
         # Stateless: no session lives in one API process, so any replica behind a load balancer answers any request
@@ -73,5 +71,5 @@ def mcp_routes(server: MCPServer, keyring: KeyRing | None, max_body_bytes: int) 
         # application/json (the SDK checks that regardless).
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    endpoint = Authenticated(StreamableHTTPASGIApp(server.session_manager), keyring, jsonrpc_unauthorized)
+    endpoint = StreamableHTTPASGIApp(server.session_manager)
     return [Route("/mcp", endpoint), Route("/mcp/", endpoint)]

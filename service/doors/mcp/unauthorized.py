@@ -1,4 +1,4 @@
-"""The MCP door's 401: the same status and `WWW-Authenticate: Bearer` as REST, with a JSON-RPC error for a body.
+"""The MCP door's 401 and 403: the same status and `WWW-Authenticate` as REST, with a JSON-RPC error for a body.
 
 An MCP client reads a JSON-RPC error from a non-2xx answer and raises it with its message (the SDK's `Client`
 raises `MCPError("an API key is required: ...")`), where a REST body (`{"detail": ...}`) left it only "Server returned
@@ -13,6 +13,11 @@ from starlette.responses import JSONResponse
 UNAUTHORIZED = -32001  # implementation-defined server error: no valid API key
 
 
-def jsonrpc_unauthorized(detail: str) -> JSONResponse:
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": UNAUTHORIZED, "message": detail}}
-    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+FORBIDDEN = -32003  # implementation-defined server error: the caller lacks the right (a token: the scope)
+
+
+def jsonrpc_refusal(status: int, detail: str, challenge: str) -> JSONResponse:
+    """The sign-in's 401 or 403 (service/auth.py) as a JSON-RPC error, with its `WWW-Authenticate` challenge."""
+    code = UNAUTHORIZED if status == 401 else FORBIDDEN
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": detail}}
+    return JSONResponse(body, status_code=status, headers={"WWW-Authenticate": challenge})

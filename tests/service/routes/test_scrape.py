@@ -126,16 +126,25 @@ async def worker_shows(service: ServiceHandle, jobs: int, in_flight: int) -> Non
     await eventually(shown, what=f"{jobs} jobs and {in_flight} calls in flight on the worker's endpoint", timeout=20)
 
 
+USER_KEY = "mcpb_metrics-test-user-key"
+
+
 def keyed(settings: Settings, tmp_path: Path, **update: Any) -> Settings:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"keys": [{"sha256": hashlib.sha256(API_KEY.encode()).hexdigest(), "tenant": "ops"}]}))
+    entries = [
+        {"sha256": hashlib.sha256(API_KEY.encode()).hexdigest(), "tenant": "ops", "admin": True},
+        {"sha256": hashlib.sha256(USER_KEY.encode()).hexdigest(), "tenant": "ops"},
+    ]
+    keys.write_text(json.dumps({"keys": entries}))
     return settings.model_copy(update={"auth": "keys", "keys": keys, **update})
 
 
-async def test_metrics_need_an_api_key_when_auth_is_on(settings: Settings, tmp_path: Path) -> None:
+async def test_metrics_need_an_admin_key_when_auth_is_on(settings: Settings, tmp_path: Path) -> None:
     async with running_api(keyed(settings, tmp_path)) as base_url, httpx.AsyncClient(base_url=base_url) as http:
         assert (await http.get("/metrics")).status_code == 401
         assert (await http.get("/metrics", headers={"Authorization": "Bearer wrong"})).status_code == 401
+        refused = await http.get("/metrics", headers={"Authorization": f"Bearer {USER_KEY}"})
+        assert refused.status_code == 403 and "'admin'" in refused.text
         scrape = await http.get("/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
         assert scrape.status_code == 200 and scrape.headers["content-type"].startswith("text/plain")
         assert metric(scrape.text, "mcp_batch_http_requests_total", route="/metrics", method="GET", status="401") == 2

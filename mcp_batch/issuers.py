@@ -1,0 +1,65 @@
+"""The identity providers whose access tokens the service accepts (`MCP_BATCH_OAUTH_ISSUERS`): plain configuration,
+checked when the settings are read.
+
+    [{"issuer": "https://login.example.com/realms/acme", "audience": "https://batches.example.com",
+      "tenant_claim": "org_id", "scopes": {"read": "batches.read", "write": "batches.write"}}]
+
+`audience` defaults to the service's public URL (MCP_BATCH_PUBLIC_URL); `tenant_claim` names the claim that holds
+the caller's tenant (a token without it is refused); `scopes` maps each right to the scope that grants it (unnamed
+rights map to the scope of their own name). An issuer is https, except on a loopback address (tests, `dev`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+
+class RightScopes(BaseModel):
+    """The scope that grants each right."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    read: str = Field("read", min_length=1)
+    write: str = Field("write", min_length=1)
+    credentials: str = Field("credentials", min_length=1)
+    admin: str = Field("admin", min_length=1)
+
+
+class OAuthIssuer(BaseModel):
+    """One identity provider and how its tokens map to tenants and rights."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    issuer: str = Field(description="The issuer identifier (`iss`), as its discovery document states it.")
+    audience: str | None = Field(None, description="The `aud` its tokens must carry (default: the public URL).")
+    tenant_claim: str = Field("tenant", min_length=1, description="The claim naming the caller's tenant.")
+    scopes: RightScopes = Field(default_factory=RightScopes)
+    introspection_client_id: str | None = Field(
+        None, description="With a secret: opaque (non-JWT) tokens are checked at the issuer's introspection endpoint."
+    )
+    introspection_client_secret: SecretStr | None = None
+
+    @field_validator("issuer")
+    @classmethod
+    def _https_or_loopback(cls, value: str) -> str:
+        parts = urllib.parse.urlsplit(value)
+        if parts.query or parts.fragment or not parts.hostname:
+            raise ValueError("an issuer is a URL with a host and no query or fragment")
+        if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(parts.hostname)):
+            raise ValueError("an issuer must be https (plain http only on a loopback address)")
+        return value
+
+    def introspects(self) -> bool:
+        return self.introspection_client_id is not None and self.introspection_client_secret is not None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
