@@ -65,6 +65,12 @@ class Settings(BaseSettings):
         description="The URL callers reach the service at (`https://batches.example.com`): the resource its Protected "
         "Resource Metadata names and the default audience of tokens; needed when auth includes `oauth`.",
     )
+    oauth_keys_refresh_seconds: float = Field(
+        60.0,
+        ge=1,
+        description="An issuer's signing keys are fetched again when a token names a key id they lack, at most once "
+        "in this many seconds per issuer (a key rotation at the provider is taken within it, without a restart).",
+    )
     oauth_leeway_seconds: int = Field(
         30, ge=0, le=300, description="Clock skew allowed when checking a token's `exp`, `nbf` and `iat`."
     )

@@ -153,9 +153,7 @@ def sign_in_by_token(
     if "oauth" not in settings.auth or settings.public_url is None or keyring is None:
         return None, None
     public = settings.public_url
-    tokens = TokenCheck(
-        settings.oauth_issuers, [public, public + MCP_PATH], keyring, http, settings.oauth_leeway_seconds
-    )
+    tokens = TokenCheck(settings, [public, public + MCP_PATH], keyring, http)
     mappings = [{right: getattr(issuer.scopes, right.value) for right in Right} for issuer in settings.oauth_issuers]
     return tokens, ResourceFace(public, tuple(tokens.issuers()), face_scopes(mappings))
 

@@ -27,6 +27,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.settings import Settings
+from tests.oidc_provider import OidcProvider
 from tests.redis_server import RedisServer
 from tests.suite_redis import DEFAULT_URL, URL_ENV, SuiteRedis, choose
 from tests.support import (
@@ -181,6 +182,14 @@ def fresh_backend(spare_backends: list[HttpBackendProcess]) -> Iterator[HttpBack
     spare_backends.append(spawn_http_backend())
     yield backend
     backend.stop()
+
+
+@pytest.fixture(scope="session")
+def oidc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
+    """A real authorization server (oidc-provider) for the session; a test that rotates its keys starts its own."""
+    provider = OidcProvider(tmp_path_factory.mktemp("oidc")).start()
+    yield provider
+    provider.stop()
 
 
 @pytest.fixture

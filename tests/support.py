@@ -215,9 +215,10 @@ class ServiceHandle:
 
 
 @asynccontextmanager
-async def running_api(settings: Settings) -> AsyncIterator[str]:
-    """The API alone on a real port, in this event loop (workers run elsewhere); its base URL."""
-    port = free_port()
+async def running_api(settings: Settings, port: int | None = None) -> AsyncIterator[str]:
+    """The API alone on a real port (`port`, or a free one), in this event loop (workers run elsewhere); its base
+    URL."""
+    port = port or free_port()
     # A connection left open (a stream, a long poll) must not hold a test's teardown: close it after 5 s.
     config = uvicorn.Config(
         create_app(settings), host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5
@@ -255,9 +256,9 @@ async def stopped(worker: Worker, worker_task: asyncio.Task[None]) -> None:
 
 
 @asynccontextmanager
-async def running_service(settings: Settings) -> AsyncIterator[ServiceHandle]:
-    """The API on a real port and one arq worker, both in this event loop; stopped on exit."""
-    async with running_api(settings) as base_url:
+async def running_service(settings: Settings, port: int | None = None) -> AsyncIterator[ServiceHandle]:
+    """The API on a real port (`port`, or a free one) and one arq worker, both in this event loop; stopped on exit."""
+    async with running_api(settings, port) as base_url:
         worker = create_worker(settings, handle_signals=False)
         worker_task = asyncio.create_task(worker.async_run())
         try:

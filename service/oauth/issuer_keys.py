@@ -1,6 +1,7 @@
 """One issuer's metadata and signing keys: discovered (OpenID discovery, else RFC 8414), cached, and fetched again
-when a token names a key id the cache does not hold, at most once a minute, so a provider's key rotation needs no
-restart and a stream of tokens with made-up key ids costs the provider one request a minute."""
+when a token names a key id the cache does not hold, at most once a `refresh_seconds` (a minute by default), so a
+provider's key rotation needs no restart and a stream of tokens with made-up key ids costs the provider one request
+a minute."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import httpx
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
-REFRESH_SECONDS = 60.0
 _ASYMMETRIC = frozenset({"RSA", "EC", "OKP"})  # a shared secret in a JWKS would let anyone who reads it sign tokens
 _MAX_DOCUMENT_BYTES = 1 << 20
 
@@ -26,18 +26,20 @@ class IssuerUnavailable(Exception):
 class IssuerKeys:
     """The metadata and keys of one issuer, read over `http`."""
 
-    def __init__(self, issuer: str, http: httpx.AsyncClient) -> None:
+    def __init__(self, issuer: str, http: httpx.AsyncClient, refresh_seconds: float) -> None:
         self.issuer = issuer
         self._http = http
+        self._refresh_seconds = refresh_seconds
         self._metadata: dict[str, Any] | None = None
         self._keys: KeySet | None = None
-        self._fetched_at = -REFRESH_SECONDS
-        self._lock = asyncio.Lock()
+        self._fetched_at: float | None = None
+        self._discovering = asyncio.Lock()
+        self._fetching = asyncio.Lock()
 
     async def metadata(self) -> dict[str, Any]:
         """The issuer's authorization server metadata, read once."""
         if self._metadata is None:
-            async with self._lock:
+            async with self._discovering:
                 if self._metadata is None:
                     self._metadata = await self._discover()
         return self._metadata
@@ -45,9 +47,10 @@ class IssuerKeys:
     async def keys(self, kid: str | None) -> KeySet:
         """The issuer's signing keys, fetched again first when `kid` is not among them (and a minute has passed)."""
         if self._keys is None or (kid is not None and not _holds(self._keys, kid)):
-            async with self._lock:
+            async with self._fetching:
                 stale = self._keys is None or (kid is not None and not _holds(self._keys, kid))
-                if stale and time.monotonic() - self._fetched_at >= REFRESH_SECONDS:
+                due = self._fetched_at is None or time.monotonic() - self._fetched_at >= self._refresh_seconds
+                if stale and due:
                     self._fetched_at = time.monotonic()
                     self._keys = await self._fetch_keys()
         if self._keys is None:

@@ -23,6 +23,7 @@ from joserfc.jwt import JWTClaimsRegistry
 
 from mcp_batch.errors import Unauthenticated
 from mcp_batch.issuers import OAuthIssuer
+from mcp_batch.settings import Settings
 from mcp_batch.tenants import Caller, KeyRing, Right
 from service.oauth.issuer_keys import IssuerKeys, IssuerUnavailable
 
@@ -34,14 +35,13 @@ _MAX_CACHED = 10_000
 class TokenCheck:
     """The issuers' tokens, checked; `audiences` the default audiences (the public URL, and its /mcp)."""
 
-    def __init__(
-        self, issuers: list[OAuthIssuer], audiences: list[str], keyring: KeyRing, http: httpx.AsyncClient, leeway: int
-    ) -> None:
-        self._issuers = {issuer.issuer: (issuer, IssuerKeys(issuer.issuer, http)) for issuer in issuers}
+    def __init__(self, settings: Settings, audiences: list[str], keyring: KeyRing, http: httpx.AsyncClient) -> None:
+        refresh = settings.oauth_keys_refresh_seconds
+        self._issuers = {i.issuer: (i, IssuerKeys(i.issuer, http, refresh)) for i in settings.oauth_issuers}
         self._audiences = audiences
         self._keyring = keyring
         self._http = http
-        self._leeway = leeway
+        self._leeway = settings.oauth_leeway_seconds
         self._introspected: dict[str, tuple[Caller, float]] = {}
 
     def issuers(self) -> list[str]:
