@@ -63,3 +63,21 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def public_url_entry(value: str | None) -> str | None:
+    """MCP_BATCH_PUBLIC_URL, checked: `http(s)://host[:port]` (no path: the metadata lives at the root)."""
+    if value is None:
+        return None
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
+        raise ValueError("the public URL is http(s)://host[:port], without a path or query")
+    return value.rstrip("/")
+
+
+def oauth_complete(auth: str, issuers: list[OAuthIssuer], public_url: str | None) -> None:
+    """With tokens taken, an issuer to take them from and the URL they are for."""
+    if "oauth" in auth and not issuers:
+        raise ValueError("auth includes oauth, but MCP_BATCH_OAUTH_ISSUERS names no issuer")
+    if "oauth" in auth and public_url is None:
+        raise ValueError("auth includes oauth, but MCP_BATCH_PUBLIC_URL is not set (the resource tokens are for)")

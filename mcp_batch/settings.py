@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import urllib.parse
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mcp_batch.host_policy import host_entry, origin_entry
-from mcp_batch.issuers import OAuthIssuer
+from mcp_batch.issuers import OAuthIssuer, oauth_complete, public_url_entry
 from mcp_batch.redis_urls import database_of
+from mcp_batch.webhook_urls import allow_entry
 
 if TYPE_CHECKING:
     from mcp_batch.keys import Keys
-from mcp_batch.webhook_urls import allow_entry
 
 
 class Settings(BaseSettings):
@@ -60,37 +59,21 @@ class Settings(BaseSettings):
         'of `{"issuer", "audience"?, "tenant_claim"?, "scopes"?, "introspection_client_id"?, '
         '"introspection_client_secret"?}` (docs/operations.md, "Signing in with OAuth").',
     )
-    public_url: str | None = Field(
+    public_url: Annotated[str | None, AfterValidator(public_url_entry)] = Field(
         None,
         description="The URL callers reach the service at (`https://batches.example.com`): the resource its Protected "
         "Resource Metadata names and the default audience of tokens; needed when auth includes `oauth`.",
     )
     oauth_keys_refresh_seconds: float = Field(
-        60.0,
-        ge=1,
-        description="An issuer's signing keys are fetched again when a token names a key id they lack, at most once "
-        "in this many seconds per issuer (a key rotation at the provider is taken within it, without a restart).",
+        60.0, ge=1, description="An issuer's keys are fetched again for an unknown key id at most this often."
     )
     oauth_leeway_seconds: int = Field(
         30, ge=0, le=300, description="Clock skew allowed when checking a token's `exp`, `nbf` and `iat`."
     )
 
-    @field_validator("public_url")
-    @classmethod
-    def _public_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urllib.parse.urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
-            raise ValueError("the public URL is http(s)://host[:port], without a path or query")
-        return value.rstrip("/")
-
     @model_validator(mode="after")
-    def _oauth_needs_issuers(self) -> Settings:
-        if "oauth" in self.auth and not self.oauth_issuers:
-            raise ValueError("auth includes oauth, but MCP_BATCH_OAUTH_ISSUERS names no issuer")
-        if "oauth" in self.auth and self.public_url is None:
-            raise ValueError("auth includes oauth, but MCP_BATCH_PUBLIC_URL is not set (the resource tokens are for)")
+    def _oauth_complete(self) -> Settings:
+        oauth_complete(self.auth, self.oauth_issuers, self.public_url)
         return self
 
     allowed_hosts: list[str] = Field(

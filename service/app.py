@@ -30,8 +30,7 @@ from mcp_batch.tenants import KeyRing, Right, load_keys
 from service.application.services import Services
 from service.auth import SignIn
 from service.doors import gumloop
-from service.doors.mcp import build_mcp_server, mcp_routes
-from service.doors.mcp.unauthorized import jsonrpc_refusal
+from service.doors.mcp import build_mcp_server, jsonrpc_refusal, mcp_routes
 from service.host_guard import HostGuard
 from service.http_errors import install_error_handlers
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable

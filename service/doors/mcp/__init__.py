@@ -8,9 +8,10 @@ API key check). Inside:
     proxy.py        every backend tool a key may call, listed as `server__tool`
     render.py       what a tool answers: compact JSON, the structured content once
     strict.py       unknown arguments refused, errors that name each problem and never a value
-    unauthorized.py the door's 401, as a JSON-RPC error
+    unauthorized.py the sign-in's 401 and 403 on this door, as JSON-RPC errors
 """
 
 from service.doors.mcp.server import build_mcp_server, mcp_routes
+from service.doors.mcp.unauthorized import jsonrpc_refusal
 
-__all__ = ["build_mcp_server", "mcp_routes"]
+__all__ = ["build_mcp_server", "jsonrpc_refusal", "mcp_routes"]
