@@ -154,7 +154,8 @@ def sign_in_by_token(
     public = settings.public_url
     tokens = TokenCheck(settings, [public, public + MCP_PATH], keyring, http)
     mappings = [{right: getattr(issuer.scopes, right.value) for right in Right} for issuer in settings.oauth_issuers]
-    return tokens, ResourceFace(public, tuple(tokens.issuers()), face_scopes(mappings))
+    face = ResourceFace(public, tuple(tokens.issuers()), face_scopes(mappings), tuple(mappings[0].items()))
+    return tokens, face
 
 
 def host_policy(settings: Settings, served_host: str | None) -> HostPolicy:

@@ -75,17 +75,17 @@ class SignIn:
         try:
             caller = await self.identify(authorization.decode("latin-1") if authorization is not None else None)
         except Unauthenticated as exc:
-            await self._refuse(scope, receive, send, 401, str(exc), self._challenge(path, authorization is not None))
+            challenge = self._challenge(path, authorization is not None, None, _needed(path))
+            await self._refuse(scope, receive, send, 401, str(exc), challenge)
             return
         except IssuerUnavailable as exc:
             self._label(scope)
             response = JSONResponse({"detail": f"cannot check the token now: {exc}"}, 503, {"Retry-After": "5"})
             await response(scope, receive, send)
             return
-        needed = Right.admin if path == METRICS_PATH else Right.read
+        needed = _needed(path)
         if not caller.may(needed):
-            scope_needed = caller.scope_for(needed)
-            challenge = self._challenge(path, True, "insufficient_scope", scope_needed)
+            challenge = self._challenge(path, True, "insufficient_scope", needed, caller.scope_for(needed))
             what = "the operator's routes need" if needed is Right.admin else "every route needs"
             await self._refuse(scope, receive, send, 403, f"{what} the {needed.value!r} right", challenge)
             return
@@ -118,10 +118,11 @@ class SignIn:
             return "an access token is required: Authorization: Bearer <token>"
         return "an API key or an access token is required: Authorization: Bearer <key or token>"
 
-    def _challenge(self, path: str, presented: bool, error: str | None = None, scope: str | None = None) -> str:
+    def _challenge(self, path: str, presented: bool, error: str | None, needed: Right, scope: str | None = None) -> str:
         if self.face is None:
             return "Bearer"
-        return self.face.challenge(path, error or ("invalid_token" if presented else None), scope)
+        error = error or ("invalid_token" if presented else None)
+        return self.face.challenge(path, error, scope or self.face.scope_for(needed))
 
     async def _refuse(
         self, scope: Scope, receive: Receive, send: Send, status: int, detail: str, challenge: str
@@ -137,6 +138,10 @@ class SignIn:
             if match is Match.FULL:
                 scope.update(child_scope)
                 return
+
+
+def _needed(path: str) -> Right:
+    return Right.admin if path == METRICS_PATH else Right.read
 
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from the keys file, or an OAuth access token.")

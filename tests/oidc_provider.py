@@ -26,7 +26,11 @@ from typing import Any
 import httpx
 from joserfc import jwt
 from joserfc.jwk import ECKey
+from pydantic import SecretStr
 
+from mcp_batch.issuers import OAuthIssuer
+from mcp_batch.settings import Settings
+from mcp_batch.tenants import hash_key
 from tests.ports import free_port
 from tests.support import eventually_blocking
 
@@ -35,6 +39,7 @@ NODE = FOLDER / "node_modules" / ".bin" / "node"
 SECRET = "a-client-secret-long-enough-for-the-provider"
 INTROSPECTOR = ("mcp-batch", SECRET)
 BROWSER = "browser"
+KEY_A = "mcpb_tenant-a-key"
 
 
 def _machine(client_id: str, scope: str, tenant: str | None) -> dict[str, Any]:
@@ -195,3 +200,19 @@ def pkce_pair() -> tuple[str, str]:
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     return verifier, challenge
+
+
+def signed_in_settings(
+    settings: Settings, provider: OidcProvider, tmp_path: Path, port: int, **tenants: Any
+) -> Settings:
+    """Keys and tokens both: a key of tenant a, the provider's tokens, and a tenants section."""
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"keys": [{"sha256": hash_key(KEY_A), "tenant": "a"}], "tenants": tenants}))
+    issuer = OAuthIssuer(
+        issuer=provider.issuer,
+        introspection_client_id=INTROSPECTOR[0],
+        introspection_client_secret=SecretStr(INTROSPECTOR[1]),
+    )
+    return settings.model_copy(
+        update={"auth": "keys,oauth", "keys": keys, "public_url": f"http://127.0.0.1:{port}", "oauth_issuers": [issuer]}
+    )

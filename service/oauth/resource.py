@@ -22,11 +22,16 @@ router = APIRouter(include_in_schema=False)
 
 @dataclass(frozen=True)
 class ResourceFace:
-    """What the metadata and the challenges say: the public URL, the issuers, the scopes they grant."""
+    """What the metadata and the challenges say: the public URL, the issuers, the scopes they grant, and the scope
+    named in a 401 for each right (the first issuer's: what a client should ask for first)."""
 
     public_url: str
     issuers: tuple[str, ...]
     scopes: tuple[str, ...]
+    first_scopes: tuple[tuple[Right, str], ...]
+
+    def scope_for(self, right: Right) -> str:
+        return next(scope for granted, scope in self.first_scopes if granted is right)
 
     def resource(self, path: str) -> str:
         """The resource a request to `path` is for: the MCP door's own, or the service's."""
@@ -45,8 +50,9 @@ class ResourceFace:
         }
 
     def challenge(self, path: str, error: str | None = None, scope: str | None = None) -> str:
-        """The `WWW-Authenticate` value of a 401 (error="invalid_token" when a token was presented) or a 403
-        (error="insufficient_scope" with the scope that would do)."""
+        """The `WWW-Authenticate` value of a 401 (error="invalid_token" when a token was presented; the scope to ask
+        for, as the MCP authorization spec has a client read it) or a 403 (error="insufficient_scope" with the
+        scope that would do)."""
         parts = [f'resource_metadata="{self.metadata_url(path)}"']
         if error:
             parts.insert(0, f'error="{error}"')

@@ -16,37 +16,17 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
-from mcp_batch.issuers import OAuthIssuer
 from mcp_batch.settings import Settings
-from mcp_batch.tenants import hash_key
-from tests.oidc_provider import INTROSPECTOR, OidcProvider, new_key
+from tests.oidc_provider import KEY_A, OidcProvider, new_key, signed_in_settings
 from tests.ports import free_port
 from tests.service.doors.mcp.wire import call_tool
 from tests.support import eventually, finished, running_service
 
 pytestmark = pytest.mark.timeout(120)
 
-KEY_A = "mcpb_tenant-a-key"
 ECHO = {"server": "demo_http", "tool": "echo", "arguments": {"message": "hi"}}
 GUMLOOP = {"calls": [{"server_id": "demo_http", "tool_name": "echo", "arguments": {"message": "x"}}]}
-
-
-def signed_in_settings(
-    settings: Settings, provider: OidcProvider, tmp_path: Path, port: int, **tenants: Any
-) -> Settings:
-    """Keys and tokens both: a key of tenant a, the provider's tokens, and a tenants section."""
-    keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"keys": [{"sha256": hash_key(KEY_A), "tenant": "a"}], "tenants": tenants}))
-    issuer = OAuthIssuer(
-        issuer=provider.issuer,
-        introspection_client_id=INTROSPECTOR[0],
-        introspection_client_secret=SecretStr(INTROSPECTOR[1]),
-    )
-    return settings.model_copy(
-        update={"auth": "keys,oauth", "keys": keys, "public_url": f"http://127.0.0.1:{port}", "oauth_issuers": [issuer]}
-    )
 
 
 @dataclass
@@ -133,8 +113,9 @@ async def test_a_token_that_must_not_pass_is_refused_on_every_door_with_the_chal
         refused = await http.get("/v1/batches")
         mcp = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     metadata = f"{served.base_url}/.well-known/oauth-protected-resource"
-    assert refused.headers["WWW-Authenticate"] == f'Bearer error="invalid_token", resource_metadata="{metadata}"'
-    assert mcp.headers["WWW-Authenticate"] == f'Bearer error="invalid_token", resource_metadata="{metadata}/mcp"'
+    challenge = 'Bearer error="invalid_token", resource_metadata="{}", scope="read"'
+    assert refused.headers["WWW-Authenticate"] == challenge.format(metadata)
+    assert mcp.headers["WWW-Authenticate"] == challenge.format(f"{metadata}/mcp")
     assert token not in refused.text + mcp.text and token not in caplog.text
 
 
@@ -144,8 +125,9 @@ async def test_a_request_without_credentials_is_pointed_to_the_metadata(served: 
         rest = await http.get("/v1/batches")
     metadata = f"{served.base_url}/.well-known/oauth-protected-resource"
     assert refused.status_code == 401 and refused.json()["error"]["code"] == -32001
-    assert refused.headers["WWW-Authenticate"] == f'Bearer resource_metadata="{metadata}/mcp"'
-    assert rest.status_code == 401 and rest.headers["WWW-Authenticate"] == f'Bearer resource_metadata="{metadata}"'
+    assert refused.headers["WWW-Authenticate"] == f'Bearer resource_metadata="{metadata}/mcp", scope="read"'
+    assert rest.headers["WWW-Authenticate"] == f'Bearer resource_metadata="{metadata}", scope="read"'
+    assert rest.status_code == 401
     assert "API key or an access token" in rest.json()["detail"]
 
 
