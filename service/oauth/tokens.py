@@ -5,7 +5,7 @@ A JWT is checked against the keys of the issuer its `iss` names, that issuer's o
 service's public URL or its /mcp), `exp`, `nbf` and `iat` within the leeway. A token that is not a JWT is sent to the
 introspection endpoint (RFC 7662) of each issuer configured for it; an active answer is cached until it expires.
 The tenant comes from the issuer's tenant claim; the rights from the scopes (`scope`, or `scp` as Entra ID and Okta
-put them), within the tenant's bounds (mcp_batch/tenants.py).
+put them, or Entra ID's app `roles`), within the tenant's bounds (mcp_batch/tenants.py).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class TokenCheck:
 
 def _scopes(claims: dict[str, Any]) -> set[str]:
     found: set[str] = set()
-    for name in ("scope", "scp"):
+    for name in ("scope", "scp", "roles"):  # roles: Entra ID's app-only tokens carry their grants there
         value = claims.get(name)
         if isinstance(value, str):
             found.update(value.split())
