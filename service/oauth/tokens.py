@@ -3,7 +3,9 @@
 A JWT is checked against the keys of the issuer its `iss` names, that issuer's only: a signature by an algorithm of
 `ALGORITHMS` (no `none`, no HMAC: a public key is no secret), `iss`, `aud` (the issuer's audience, by default the
 service's public URL or its /mcp), `exp`, `nbf` and `iat` within the leeway. A token that is not a JWT is sent to the
-introspection endpoint (RFC 7662) of each issuer configured for it; an active answer is cached until it expires.
+introspection endpoint (RFC 7662) of each issuer configured for it. Either way the caller a token names is kept,
+under the token's SHA-256, until the token expires: a client sends the same token for its whole life, and checking
+its signature again on every request would cost more than the rest of a cheap request.
 The tenant comes from the issuer's tenant claim; the rights from the scopes (`scope`, or `scp` as Entra ID and Okta
 put them, or Entra ID's app `roles`), within the tenant's bounds (mcp_batch/tenants.py).
 """
@@ -42,7 +44,7 @@ class TokenCheck:
         self._keyring = keyring
         self._http = http
         self._leeway = settings.oauth_leeway_seconds
-        self._introspected: dict[str, tuple[Caller, float]] = {}
+        self._checked: dict[bytes, tuple[Caller, float]] = {}  # token hash -> (caller, expiry)
 
     def issuers(self) -> list[str]:
         return list(self._issuers)
@@ -50,6 +52,20 @@ class TokenCheck:
     async def caller(self, token: str) -> Caller:
         """The caller the token names; Unauthenticated when it is not valid, IssuerUnavailable when its issuer could
         not be asked."""
+        digest = hashlib.sha256(token.encode()).digest()  # the cache holds no token, only its hash
+        cached = self._checked.get(digest)
+        if cached is not None and cached[1] > time.time():
+            return cached[0]
+        caller, expiry = await self._check(token)
+        if len(self._checked) >= _MAX_CACHED:
+            now = time.time()
+            self._checked = {k: v for k, v in self._checked.items() if v[1] > now}
+            if len(self._checked) >= _MAX_CACHED:
+                self._checked.clear()
+        self._checked[digest] = (caller, expiry)
+        return caller
+
+    async def _check(self, token: str) -> tuple[Caller, float]:
         try:
             signed = jws.extract_compact(token.encode())
             unverified = json.loads(signed.payload)  # only to pick the issuer whose keys then check it
@@ -73,7 +89,7 @@ class TokenCheck:
             raise Unauthenticated(f"the access token's {exc.claim!r} claim is missing or not valid here") from None
         except JoseError:
             raise Unauthenticated("the access token's signature does not verify with its issuer's keys") from None
-        return self._caller_of(issuer, unverified)
+        return self._caller_of(issuer, unverified), float(unverified["exp"])
 
     def _registry(self, issuer: OAuthIssuer) -> JWTClaimsRegistry:
         audiences = [issuer.audience] if issuer.audience else self._audiences
@@ -94,25 +110,13 @@ class TokenCheck:
         name = next((v for v in (claims.get(k) for k in ("client_id", "azp", "appid")) if isinstance(v, str)), None)
         return self._keyring.token_caller(tenant, rights, mapping, name)
 
-    async def _introspect(self, token: str) -> Caller:
-        digest = hashlib.sha256(token.encode()).hexdigest()  # the cache holds no token, only its hash
-        cached = self._introspected.get(digest)
-        if cached is not None and cached[1] > time.time():
-            return cached[0]
+    async def _introspect(self, token: str) -> tuple[Caller, float]:
         for issuer, keys in self._issuers.values():
             if not issuer.introspects():
                 continue
             claims = await self._ask(issuer, keys, token)
-            if claims is None:
-                continue
-            caller = self._caller_of(issuer, claims)
-            if len(self._introspected) >= _MAX_CACHED:
-                now = time.time()
-                self._introspected = {k: v for k, v in self._introspected.items() if v[1] > now}
-                if len(self._introspected) >= _MAX_CACHED:
-                    self._introspected.clear()
-            self._introspected[digest] = (caller, float(claims["exp"]))
-            return caller
+            if claims is not None:
+                return self._caller_of(issuer, claims), float(claims["exp"])
         raise Unauthenticated("the access token is not valid")
 
     async def _ask(self, issuer: OAuthIssuer, keys: IssuerKeys, token: str) -> dict[str, Any] | None:
