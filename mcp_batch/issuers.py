@@ -41,6 +41,11 @@ class OAuthIssuer(BaseModel):
         None, description="With a secret: opaque (non-JWT) tokens are checked at the issuer's introspection endpoint."
     )
     introspection_client_secret: SecretStr | None = None
+    dashboard_client_id: str | None = Field(
+        None,
+        description="A public client (authorization code + PKCE) the dashboard signs users in with; its redirect URI "
+        "is `<public URL>/ui/`. The first issuer that names one is offered on /ui.",
+    )
 
     @field_validator("issuer")
     @classmethod

@@ -37,9 +37,11 @@ from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
 from service.oauth import resource
 from service.oauth.resource import MCP_PATH, ResourceFace, face_scopes
 from service.oauth.tokens import TokenCheck
-from service.routes import batches, dashboard, health, questions, servers
+from service.routes import batches, dashboard, dashboard_sign_in, health, questions, servers
 from service.routes import scrape as metrics_routes
 from service.routes import stream as events
+from service.routes.dashboard import content_security_policy
+from service.routes.dashboard_sign_in import connect_sources
 
 DOCS_ASSETS = "/docs-assets"  # where the Swagger UI and ReDoc files are served
 _ISSUER_TIMEOUT = httpx.Timeout(5.0)  # an issuer's metadata, keys or introspection: a request waits on it
@@ -109,6 +111,8 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
         },
     )
     app.state.resource_face = face
+    app.state.token_check = tokens
+    app.state.dashboard_policy = content_security_policy(connect_sources(settings))
     app.state.max_json_depth = settings.max_json_depth
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     routers = [
@@ -119,6 +123,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
         gumloop.router,
         health.router,
         metrics_routes.router,
+        dashboard_sign_in.router,  # before dashboard's /ui/{name}
         dashboard.router,
         resource.router,
     ]

@@ -49,6 +49,10 @@ class TokenCheck:
     def issuers(self) -> list[str]:
         return list(self._issuers)
 
+    async def metadata(self, issuer: str) -> dict[str, Any]:
+        """A configured issuer's discovered metadata."""
+        return await self._issuers[issuer][1].metadata()
+
     async def caller(self, token: str) -> Caller:
         """The caller the token names; Unauthenticated when it is not valid, IssuerUnavailable when its issuer could
         not be asked."""

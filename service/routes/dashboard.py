@@ -29,21 +29,26 @@ _TYPES = {
     ".svg": "image/svg+xml",
 }
 
-CONTENT_SECURITY_POLICY = "; ".join(
-    [
-        "default-src 'none'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "connect-src 'self'",
-        "img-src 'self'",
-        "base-uri 'none'",
-        "form-action 'none'",
-        "frame-ancestors 'none'",
-    ]
-)
+
+def content_security_policy(connect: tuple[str, ...] = ()) -> str:
+    """The page's policy; `connect`: origins it may fetch from besides its own (the sign-in's identity provider)."""
+    return "; ".join(
+        [
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            " ".join(["connect-src 'self'", *connect]),
+            "img-src 'self'",
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        ]
+    )
+
+
+CONTENT_SECURITY_POLICY = content_security_policy()
 
 _HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",  # always revalidated (cheaply, by ETag), so a new release is seen at once
@@ -98,7 +103,8 @@ def _serve(name: str, request: Request) -> Response:
     asset = assets().get(name)
     if asset is None:
         return JSONResponse({"detail": "not found"}, status_code=404, headers={"X-Content-Type-Options": "nosniff"})
-    headers = _HEADERS | {"ETag": asset.etag}
+    policy = getattr(request.app.state, "dashboard_policy", CONTENT_SECURITY_POLICY)
+    headers = _HEADERS | {"Content-Security-Policy": policy, "ETag": asset.etag}
     if request.headers.get("if-none-match") == asset.etag:
         return Response(status_code=304, headers=headers)
     return Response(asset.body, media_type=asset.media_type, headers=headers)

@@ -1,4 +1,5 @@
-// The dashboard: a router over the views named in the URL's fragment, and the API key prompt.
+// The dashboard: a router over the views named in the URL's fragment, and the prompt for an API key (or, when the
+// service offers it, a sign-in at its identity provider: signin.js).
 //   #/batches[?status=running&limit=20]   the tenant's batches
 //   #/batch/<id>                           one batch
 //   #/backends                             the backends and workers
@@ -7,6 +8,7 @@ import { backendsView } from "./backends.js";
 import { batchView } from "./batch.js";
 import { h, setNotice } from "./dom.js";
 import { batchesView } from "./list.js";
+import { finishSignIn, signInOffer, startSignIn } from "./signin.js";
 
 const main = document.getElementById("main");
 const signOut = document.getElementById("sign-out");
@@ -75,6 +77,17 @@ function showPrompt(message) {
   );
   main.replaceChildren(form);
   input.focus();
+  signInOffer().then(
+    (offer) => {
+      if (!offer || !form.isConnected) return;
+      const host = new URL(offer.issuer).host;
+      const button = h("button", { type: "button", class: "primary", id: "sign-in" }, `Sign in with ${host}`);
+      button.addEventListener("click", () => startSignIn(offer).catch((error) => setNotice(error.message)));
+      form.insertBefore(h("p", { class: "hint" }, "or use an API key:"), form.children[2]);
+      form.insertBefore(button, form.children[2]);
+    },
+    () => {}, // no offer: the key prompt alone
+  );
 }
 
 signOut.addEventListener("click", () => {
@@ -82,4 +95,4 @@ signOut.addEventListener("click", () => {
   route();
 });
 window.addEventListener("hashchange", route);
-route();
+finishSignIn().then(route, (error) => showPrompt(`The sign-in failed: ${error.message}.`));
