@@ -57,7 +57,7 @@ class Settings(BaseSettings):
         default_factory=list,
         description="The identity providers whose access tokens are accepted when auth includes `oauth`: a JSON list "
         'of `{"issuer", "audience"?, "tenant_claim"?, "scopes"?, "introspection_client_id"?, '
-        '"introspection_client_secret"?}` (docs/operations.md, "Signing in with OAuth").',
+        '"introspection_client_secret"?, "dashboard_client_id"?}` (docs/operations.md, "Signing in with OAuth").',
     )
     public_url: Annotated[str | None, AfterValidator(public_url_entry)] = Field(
         None,
