@@ -16,6 +16,8 @@ import urllib.parse
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from mcp_batch.errors import ConfigError
+
 
 class RightScopes(BaseModel):
     """The scope that grants each right."""
@@ -41,6 +43,10 @@ class OAuthIssuer(BaseModel):
         None, description="With a secret: opaque (non-JWT) tokens are checked at the issuer's introspection endpoint."
     )
     introspection_client_secret: SecretStr | None = None
+    leeway_seconds: int = Field(30, ge=0, le=300, description="Clock skew allowed on `exp`, `nbf` and `iat`.")
+    keys_refresh_seconds: float = Field(
+        60.0, ge=1, description="Its keys are fetched again for an unknown key id at most this often."
+    )
     dashboard_client_id: str | None = Field(
         None,
         description="A public client (authorization code + PKCE) the dashboard signs users in with; its redirect URI "
@@ -81,8 +87,8 @@ def public_url_entry(value: str | None) -> str | None:
 
 
 def oauth_complete(auth: str, issuers: list[OAuthIssuer], public_url: str | None) -> None:
-    """With tokens taken, an issuer to take them from and the URL they are for."""
+    """With tokens taken, an issuer to take them from and the URL they are for (ConfigError, at the API's start)."""
     if "oauth" in auth and not issuers:
-        raise ValueError("auth includes oauth, but MCP_BATCH_OAUTH_ISSUERS names no issuer")
+        raise ConfigError("auth includes oauth, but MCP_BATCH_OAUTH_ISSUERS names no issuer")
     if "oauth" in auth and public_url is None:
-        raise ValueError("auth includes oauth, but MCP_BATCH_PUBLIC_URL is not set (the resource tokens are for)")
+        raise ConfigError("auth includes oauth, but MCP_BATCH_PUBLIC_URL is not set (the resource tokens are for)")

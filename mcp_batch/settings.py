@@ -6,11 +6,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mcp_batch.host_policy import host_entry, origin_entry
-from mcp_batch.issuers import OAuthIssuer, oauth_complete, public_url_entry
+from mcp_batch.issuers import OAuthIssuer, public_url_entry
 from mcp_batch.redis_urls import database_of
 from mcp_batch.webhook_urls import allow_entry
 
@@ -50,31 +50,18 @@ class Settings(BaseSettings):
     keys: Path | None = Field(
         None,
         description="Path of the keys file (JSON): SHA-256 hashes of API keys with their tenants and rights "
-        "(`mcp-batch keys new` makes entries), and the tenants section (each tenant's servers, ceilings and most "
-        "rights, for keys and tokens alike); needed when auth is `keys`, optional with `oauth`.",
+        "(`mcp-batch keys new` makes entries), and the tenants section; needed with `keys`, optional with `oauth`.",
     )
     oauth_issuers: list[OAuthIssuer] = Field(
         default_factory=list,
-        description="The identity providers whose access tokens are accepted when auth includes `oauth`: a JSON list "
-        'of `{"issuer", "audience"?, "tenant_claim"?, "scopes"?, "introspection_client_id"?, '
-        '"introspection_client_secret"?, "dashboard_client_id"?}` (docs/operations.md, "Signing in with OAuth").',
+        description='The identity providers whose access tokens are accepted (auth `oauth`): a JSON list of `{"issuer",'
+        ' "audience"?, "tenant_claim"?, "scopes"?, ...}` (every field: docs/operations.md, "Signing in with OAuth").',
     )
     public_url: Annotated[str | None, AfterValidator(public_url_entry)] = Field(
         None,
         description="The URL callers reach the service at (`https://batches.example.com`): the resource its Protected "
         "Resource Metadata names and the default audience of tokens; needed when auth includes `oauth`.",
     )
-    oauth_keys_refresh_seconds: float = Field(
-        60.0, ge=1, description="An issuer's keys are fetched again for an unknown key id at most this often."
-    )
-    oauth_leeway_seconds: int = Field(
-        30, ge=0, le=300, description="Clock skew allowed when checking a token's `exp`, `nbf` and `iat`."
-    )
-
-    @model_validator(mode="after")
-    def _oauth_complete(self) -> Settings:
-        oauth_complete(self.auth, self.oauth_issuers, self.public_url)
-        return self
 
     allowed_hosts: list[str] = Field(
         default_factory=list,

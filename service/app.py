@@ -17,6 +17,7 @@ from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import load_servers
 from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.host_policy import HostPolicy, authority
+from mcp_batch.issuers import oauth_complete
 from mcp_batch.models import ErrorDetail
 from mcp_batch.ops import durability, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
@@ -154,10 +155,11 @@ def sign_in_by_token(
     settings: Settings, keyring: KeyRing | None, http: httpx.AsyncClient
 ) -> tuple[TokenCheck | None, ResourceFace | None]:
     """The token check and the resource server's face, when auth takes tokens."""
+    oauth_complete(settings.auth, settings.oauth_issuers, settings.public_url)  # a ConfigError stops start-up
     if "oauth" not in settings.auth or settings.public_url is None or keyring is None:
         return None, None
     public = settings.public_url
-    tokens = TokenCheck(settings, [public, public + MCP_PATH], keyring, http)
+    tokens = TokenCheck(settings.oauth_issuers, [public, public + MCP_PATH], keyring, http)
     mappings = [{right: getattr(issuer.scopes, right.value) for right in Right} for issuer in settings.oauth_issuers]
     face = ResourceFace(public, tuple(tokens.issuers()), face_scopes(mappings), tuple(mappings[0].items()))
     return tokens, face

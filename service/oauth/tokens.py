@@ -25,7 +25,6 @@ from joserfc.jwt import JWTClaimsRegistry
 
 from mcp_batch.errors import Unauthenticated
 from mcp_batch.issuers import OAuthIssuer
-from mcp_batch.settings import Settings
 from mcp_batch.tenants import Caller, KeyRing, Right
 from service.oauth.issuer_keys import IssuerKeys, IssuerUnavailable
 
@@ -37,13 +36,13 @@ _MAX_CACHED = 10_000
 class TokenCheck:
     """The issuers' tokens, checked; `audiences` the default audiences (the public URL, and its /mcp)."""
 
-    def __init__(self, settings: Settings, audiences: list[str], keyring: KeyRing, http: httpx.AsyncClient) -> None:
-        refresh = settings.oauth_keys_refresh_seconds
-        self._issuers = {i.issuer: (i, IssuerKeys(i.issuer, http, refresh)) for i in settings.oauth_issuers}
+    def __init__(
+        self, issuers: list[OAuthIssuer], audiences: list[str], keyring: KeyRing, http: httpx.AsyncClient
+    ) -> None:
+        self._issuers = {i.issuer: (i, IssuerKeys(i.issuer, http, i.keys_refresh_seconds)) for i in issuers}
         self._audiences = audiences
         self._keyring = keyring
         self._http = http
-        self._leeway = settings.oauth_leeway_seconds
         self._checked: dict[bytes, tuple[Caller, float]] = {}  # token hash -> (caller, expiry)
 
     def issuers(self) -> list[str]:
@@ -98,7 +97,7 @@ class TokenCheck:
     def _registry(self, issuer: OAuthIssuer) -> JWTClaimsRegistry:
         audiences = [issuer.audience] if issuer.audience else self._audiences
         return JWTClaimsRegistry(
-            leeway=self._leeway,
+            leeway=issuer.leeway_seconds,
             iss={"essential": True, "value": issuer.issuer},
             aud={"essential": True, "values": audiences},
             exp={"essential": True},
