@@ -130,6 +130,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     ]
     routes = [route for router in routers for route in router.routes]
     app.state.routes = routes  # a 405's Allow names the methods of every route of the path (http_errors)
+    mcp_door = mcp_routes(mcp, settings.max_body_bytes)  # the MCP endpoint at /mcp (and /mcp/)
     # Outside the body limit: a request without a valid key or token is refused before any read.
     app.add_middleware(
         SignIn,
@@ -138,7 +139,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
         face=face,
         metrics_public=settings.metrics_public,
         refusals={"/mcp": jsonrpc_refusal, "/mcp/": jsonrpc_refusal, gumloop.PATH: gumloop.refusal},
-        routes=routes,
+        routes=[*routes, *mcp_door],
     )
     install_error_handlers(app)
     app.add_middleware(StorageUnavailable)
@@ -147,7 +148,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: it sees the 503s, 421s and 401s too
     for router in routers:
         app.include_router(router)
-    app.router.routes.extend(mcp_routes(mcp, settings.max_body_bytes))  # the MCP endpoint at /mcp (and /mcp/)
+    app.router.routes.extend(mcp_door)
     return app
 
 

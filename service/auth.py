@@ -5,7 +5,8 @@ an API key from the keys file (`MCP_BATCH_AUTH=keys`), an access token from a co
 (`keys,oauth`), or with `none` the one default tenant with every right. The caller is left in the request's state
 for the REST and Gumloop routes (`CallerDep`) and in a context variable for the MCP door's tools. Every route needs a
 caller that has `read` (a token whose scopes grant no right may do nothing), /metrics one that has `admin`; only the
-paths in `PUBLIC` (health, docs, the dashboard's files, the resource metadata) and /metrics when public go without.
+paths in `PUBLIC` (health, docs, the dashboard's files, the resource metadata) and /metrics when public go without,
+and a path no route serves is left to the router's 404 (looked up only for a request about to be refused).
 A refusal is answered in the door's own shape (the `refusals` given by path), with the challenge of RFC 6750.
 """
 
@@ -127,17 +128,23 @@ class SignIn:
     async def _refuse(
         self, scope: Scope, receive: Receive, send: Send, status: int, detail: str, challenge: str
     ) -> None:
-        self._label(scope)
+        if not self._label(scope):  # no such route: the router's 404, as for anyone
+            await self.app(scope, receive, send)
+            return
         refuse = self.refusals.get(scope["path"], rest_refusal)
         await refuse(status, detail, challenge)(scope, receive, send)
 
-    def _label(self, scope: Scope) -> None:
-        """As the router would: the request metrics count a refusal under its route's template."""
+    def _label(self, scope: Scope) -> bool:
+        """As the router would: the request metrics count a refusal under its route's template. False when no route
+        serves the path (with any method)."""
+        served = False
         for route in self.routes:
             match, child_scope = route.matches(scope)
             if match is Match.FULL:
                 scope.update(child_scope)
-                return
+                return True
+            served = served or match is Match.PARTIAL
+        return served
 
 
 def _needed(path: str) -> Right:
