@@ -4,6 +4,8 @@ MCPBatchError
  ├── ConfigError                  the servers file (or an environment variable it names) is wrong: start-up stops
  ├── BatchNotFound                no batch with that id (or it expired)
  │    └── ItemNotFound            the batch has no item with that id
+ ├── CredentialNotFound           the tenant holds no credential for that server
+ ├── SealBroken                   a stored credential opens under none of the secrets keys
  ├── Backpressure                 too many items are queued or running; try again after `retry_after`
  │    └── StoredBytesCeiling      the tenant's stored batches would pass its ceiling of bytes
  ├── InvalidBatch                 the request is malformed as a whole; `problems` lists every fault
@@ -16,6 +18,7 @@ MCPBatchError
  │    ├── IdempotencyInProgress   the first request with that key is still storing its batch
  │    ├── BatchAlreadyFinished    the batch has ended, so it cannot be cancelled
  │    ├── BatchNotEnded           the batch has not ended, so it cannot be deleted (cancel it first)
+ │    ├── CredentialNotAccepted   the server takes no secret from the tenant (the message says what it takes)
  │    └── NotRetryable            the batch cannot be retried (the message says why)
  │         ├── BatchNotFinished   it has not finished yet
  │         └── NothingToRetry     every item succeeded
@@ -25,7 +28,7 @@ MCPBatchError
       │                           the same call may well succeed if sent again (the connection broke, HTTP 5xx)
       ├── BackendTimeout          the backend did not answer within the call's timeout (never transient)
       ├── BackendThrottled        the backend answered 429 (always transient)
-      └── BackendUnauthenticated  a streamable-HTTP backend refused the credentials (never transient)
+      └── BackendUnauthenticated  the backend refused the credentials, or the tenant has none (never transient)
 """
 
 from __future__ import annotations
@@ -56,6 +59,18 @@ class ItemNotFound(BatchNotFound):
         MCPBatchError.__init__(self, f"batch {batch_id!r} has no item {item_id!r}")
         self.batch_id = batch_id
         self.item_id = item_id
+
+
+class CredentialNotFound(MCPBatchError):
+    """The tenant holds no credential for the server."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__(f"no credential is set for server {server!r}")
+        self.server = server
+
+
+class SealBroken(MCPBatchError):
+    """A sealed value that no configured key opens (its key was removed, or it was moved or altered)."""
 
 
 class Backpressure(MCPBatchError):
@@ -128,6 +143,10 @@ class BatchNotEnded(Conflict):
         )
         self.batch_id = batch_id
         self.status = status
+
+
+class CredentialNotAccepted(Conflict):
+    """The server takes no secret from the tenant: its credential is the operator's, or comes from an OAuth connect."""
 
 
 class IdempotencyConflict(Conflict):
@@ -219,9 +238,14 @@ class BackendThrottled(BackendError):
 
 
 class BackendUnauthenticated(BackendError):
-    """A streamable-HTTP backend answered 401 or 403: the configured credentials were refused."""
+    """The backend refused the credentials (HTTP 401 or 403), or the tenant has none for it; `connect` names the
+    route that gives it one, when the credential is the tenant's."""
 
     code = "backend_unauthenticated"
+
+    def __init__(self, message: str, connect: str | None = None) -> None:
+        super().__init__(message)
+        self.connect = connect
 
 
 class ReplicaWaitFailed(MCPBatchError):

@@ -354,6 +354,22 @@ class Settings(BaseSettings):
         "it). Give every API and worker the same one. Unset: a random key is made once and kept in Redis (shared by "
         "every process using that Redis), so cursors stop verifying if Redis loses its data.",
     )
+    secrets_keys: SecretStr | None = Field(
+        None,
+        description="Keys tenants' backend credentials are sealed with (AES-256-GCM): a JSON list of base64 32-byte "
+        "keys (`mcp-batch credentials new-key`); the first seals, all open (rotate: new key first, `mcp-batch "
+        "credentials rotate`, drop the old). Needed with `tenant`/`oauth` backends; the same in the API and workers.",
+    )
+    max_tenant_sessions: int = Field(
+        64,
+        ge=1,
+        description="Most tenants' sessions (each one tenant's) a worker keeps open; then the LRU idle closes.",
+    )
+    tenant_session_idle_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="A worker closes a tenant's session (a stdio process of that tenant's) unused this long.",
+    )
     warm_sessions: bool = Field(
         True,
         description="When a worker starts, open a session to every configured backend in the background (never "

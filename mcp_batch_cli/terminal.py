@@ -45,9 +45,11 @@ def progress_line(counts: Counts, elapsed: float | None = None) -> str:
 
 def summary(document: BatchDocument) -> str:
     c = document.counts
+    # Failed for want of the tenant's credential: said apart, since the fix is the tenant's (`credentials set`).
+    unauthenticated = f" ({c.unauthenticated} unauthenticated)" if c.unauthenticated else ""
     return (
-        f"batch {document.id} {document.status.value}: {c.succeeded} ok, {c.failed} failed, {c.skipped} skipped"
-        f" of {c.total} in {document.elapsed_seconds:.1f}s"
+        f"batch {document.id} {document.status.value}: {c.succeeded} ok, {c.failed} failed{unauthenticated},"
+        f" {c.skipped} skipped of {c.total} in {document.elapsed_seconds:.1f}s"
     )
 
 

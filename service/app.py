@@ -13,8 +13,9 @@ from fastapi_offline import FastAPIOffline
 
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
-from mcp_batch.backends.servers_file import load_servers
+from mcp_batch.backends.servers_file import load_servers, require_secrets_key
 from mcp_batch.contract.item_cursors import CursorKey
+from mcp_batch.credentials.sealing import Sealer
 from mcp_batch.host_policy import HostPolicy, authority
 from mcp_batch.models import ErrorDetail
 from mcp_batch.ops import durability, tracing
@@ -33,7 +34,7 @@ from service.host_guard import HostGuard
 from service.http_errors import install_error_handlers
 from service.key_before_body import KeyFirst
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
-from service.routes import batches, dashboard, health, questions, servers
+from service.routes import batches, credentials, dashboard, health, questions, servers
 from service.routes import scrape as metrics_routes
 from service.routes import stream as events
 
@@ -49,6 +50,8 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     keep_payloads_out_of_logs()
     tracing.configure("mcp-batch-api")  # only when the OTEL_* variables ask for traces
     registry = load_servers(settings.servers)
+    # A bad MCP_BATCH_SECRETS_KEYS, or none with backends that take tenants' credentials, stops start-up too.
+    require_secrets_key(registry, Sealer.from_setting(settings.secrets_keys) is not None)
     keyring = None if settings.auth == "none" else load_keys(settings.keys)  # a bad keys file stops start-up too
     keys = settings.key_names
     mcp = build_mcp_server(lambda: app.state.services, settings)
@@ -111,6 +114,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
         health.router,
         metrics_routes.router,
         dashboard.router,
+        credentials.router,
     ]
     routes = [route for router in routers for route in router.routes]
     app.state.routes = routes  # a 405's Allow names the methods of every route of the path (http_errors)

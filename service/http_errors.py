@@ -28,10 +28,12 @@ from mcp_batch.errors import (
     BatchNotEnded,
     BatchNotFound,
     Conflict,
+    CredentialNotFound,
     Forbidden,
     HostNotAllowed,
     InvalidBatch,
     InvalidCursor,
+    SealBroken,
     Unauthenticated,
 )
 from service.auth import unauthorized
@@ -96,6 +98,15 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(BatchNotFound)
     async def not_found(_: Request, exc: BatchNotFound) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(CredentialNotFound)
+    async def no_credential(_: Request, exc: CredentialNotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(SealBroken)
+    async def seal_broken(_: Request, exc: SealBroken) -> JSONResponse:
+        detail = "a stored credential opens under none of the service's secrets keys: the operator must restore the key"
+        return JSONResponse({"detail": detail}, status_code=500)
 
     @app.exception_handler(BatchAlreadyFinished)
     async def already_finished(_: Request, exc: BatchAlreadyFinished) -> JSONResponse:

@@ -103,6 +103,10 @@ class Seats:
     def leave(self, seat: _Seat) -> None:
         self._seated.remove(seat)
 
+    @property
+    def occupied(self) -> bool:
+        return bool(self._seated)
+
     def _seat(self) -> _Seat | None:
         asked = current.get()
         if asked is not None:  # the call's own task: an input_required round

@@ -13,6 +13,7 @@
     latencies     the call latency observed recently per backend and tool (the dry run's estimate)
     backlog       what unfinished batches still ask of each backend (the dry run's estimate)
     progress      running items' latest progress
+    credentials   tenants' credentials for backends, sealed
 
 The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
 as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
@@ -22,11 +23,13 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from mcp_batch.credentials.sealing import Sealer
 from mcp_batch.keys import LIVE_TTL_SECONDS, Keys
 from mcp_batch.settings import Settings
 from mcp_batch.store.backlog import Backlog
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.claims import Claims
+from mcp_batch.store.credentials import Credentials
 from mcp_batch.store.deletion import Deletion
 from mcp_batch.store.ending import Ending
 from mcp_batch.store.idempotency import IdempotencyKeys
@@ -60,6 +63,7 @@ class Store:
         lease_seconds: float = _DEFAULTS["lease_seconds"].default,
         outage_seconds: float = _DEFAULTS["redis_outage_seconds"].default,
         control: Redis | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         live_ms = LIVE_TTL_SECONDS * 1000
         lease_ms = int(lease_seconds * 1000)
@@ -79,6 +83,7 @@ class Store:
         self.latencies = Latencies(redis, keys)
         self.backlog = Backlog(redis, keys, control)
         self.progress = Progress(redis, keys)
+        self.credentials = Credentials(redis, keys, sealer, control)
 
     @classmethod
     def from_settings(
@@ -95,6 +100,7 @@ class Store:
             settings.lease_seconds,
             settings.redis_outage_seconds,
             control,
+            Sealer.from_setting(settings.secrets_keys),
         )
 
 
