@@ -24,6 +24,8 @@ MCPBatchError
  │         └── NothingToRetry     every item succeeded
  ├── ReplicaWaitFailed            a write's claim did not reach the replicas asked for in time (worker side): the call
  │                                is not sent
+ ├── OAuthUnavailable             an OAuth backend's authorization server could not be found or used
+ ├── OAuthGrantRefused            the authorization server refused a code or refresh token: connect again
  └── BackendError                 a backend could not be reached or broke mid-call (worker side); `transient` when
       │                           the same call may well succeed if sent again (the connection broke, HTTP 5xx)
       ├── BackendTimeout          the backend did not answer within the call's timeout (never transient)
@@ -259,3 +261,16 @@ class ReplicaWaitFailed(MCPBatchError):
             "sent, so it cannot have run: retry the batch to run it"
         )
         self.acked, self.wanted, self.timeout = acked, wanted, timeout
+
+
+class OAuthUnavailable(MCPBatchError):
+    """An OAuth-protected backend's authorization server could not be found or used (`reason` says which step
+    failed, never a token or a code); connecting can be tried again."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(f"server {server!r}: {reason}")
+        self.server, self.reason = server, reason
+
+
+class OAuthGrantRefused(MCPBatchError):
+    """The authorization server refused a grant (a code, a refresh token): the tenant must connect again."""

@@ -50,6 +50,9 @@ Per OAuth flow and machine identity:
     {p}:oauth-state:{sha256}  string  a connect flow's pending state (sealed), by the state's hash; single-use,
                                       expires in minutes
     {p}:oauth-machine:{server}  string  the service's own client-credentials token for the server (sealed)
+    {p}:oauth-client:{server}  string  the client registered dynamically (RFC 7591) at the server's authorization
+                                      server, with the redirect URI it was registered for (sealed): reused by every
+                                      tenant's connect
     {p}:credential-tenants    set     tenants that hold credentials (what `mcp-batch credentials rotate` walks)
 Control plane (MCP_BATCH_REDIS_URL: one Redis, standalone or Sentinel; a few commands per shard job, none per item):
     {p}:jobs                  zset    shard job id -> its lease expiry (ms, this Redis's clock): the index the
@@ -246,6 +249,9 @@ class Keys:
 
     def oauth_machine(self, server: str) -> str:
         return self._tagged("oauth-machine", server)
+
+    def oauth_client(self, server: str) -> str:
+        return self._tagged("oauth-client", server)
 
     def leases(self, server: str) -> str:
         return self._tagged("leases", server)

@@ -34,7 +34,7 @@ from service.host_guard import HostGuard
 from service.http_errors import install_error_handlers
 from service.key_before_body import KeyFirst
 from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
-from service.routes import batches, credentials, dashboard, health, questions, servers
+from service.routes import batches, credentials, dashboard, health, oauth, questions, servers
 from service.routes import scrape as metrics_routes
 from service.routes import stream as events
 
@@ -115,6 +115,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
         metrics_routes.router,
         dashboard.router,
         credentials.router,
+        oauth.router,
     ]
     routes = [route for router in routers for route in router.routes]
     app.state.routes = routes  # a 405's Allow names the methods of every route of the path (http_errors)

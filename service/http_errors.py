@@ -33,6 +33,7 @@ from mcp_batch.errors import (
     HostNotAllowed,
     InvalidBatch,
     InvalidCursor,
+    OAuthUnavailable,
     SealBroken,
     Unauthenticated,
 )
@@ -128,6 +129,10 @@ def install_error_handlers(app: FastAPI) -> None:
             allowed = allowed_methods(request.scope, getattr(request.app.state, "routes", []))
             exc = StarletteHTTPException(405, exc.detail, {**(exc.headers or {}), "Allow": ", ".join(allowed)})
         return await http_exception_handler(request, exc)
+
+    @app.exception_handler(OAuthUnavailable)
+    async def oauth_unavailable(_: Request, exc: OAuthUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=502)
 
     @app.exception_handler(Conflict)
     async def conflict(_: Request, exc: Conflict) -> JSONResponse:

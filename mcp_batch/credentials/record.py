@@ -38,6 +38,7 @@ class Credential(BaseModel):
     access_token: SecretStr | None = None
     refresh_token: SecretStr | None = None
     expires_at: float | None = Field(None, description="When the access token expires (Unix seconds).")
+    issued_at: float | None = Field(None, description="When the access token was issued (Unix seconds).")
     scopes: list[str] = Field(default_factory=list)
     set_at: float = Field(default_factory=time.time, description="When the tenant set or connected it (Unix seconds).")
     needs_connect: bool = Field(False, description="A refresh failed or the grant was revoked: connect again.")
@@ -74,3 +75,12 @@ class CredentialInfo(BaseModel):
     expires_at: str | None = Field(None, description="OAuth: when the access token expires (refreshed before then).")
     scopes: list[str] | None = Field(None, description="OAuth: the scopes granted.")
     needs_connect: bool = Field(False, description="OAuth: the grant no longer works; connect again.")
+
+
+def refresh_due(credential: Credential, margin: float, now: float | None = None) -> bool:
+    """Whether an OAuth credential's access token should be refreshed before it is sent: it expires within `margin`
+    seconds, or within a third of its lifetime when that is shorter (a short-lived token is not refreshed at once)."""
+    if credential.kind is not CredentialKind.oauth or credential.expires_at is None:
+        return False
+    lifetime = max(0.0, credential.expires_at - (credential.issued_at or credential.set_at))
+    return credential.expires_at - min(margin, lifetime / 3) <= (time.time() if now is None else now)

@@ -14,6 +14,7 @@
     backlog       what unfinished batches still ask of each backend (the dry run's estimate)
     progress      running items' latest progress
     credentials   tenants' credentials for backends, sealed
+    oauth         connect flows' pending states, refresh locks, registered clients, the service's own tokens
 
 The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
 as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
@@ -35,6 +36,7 @@ from mcp_batch.store.ending import Ending
 from mcp_batch.store.idempotency import IdempotencyKeys
 from mcp_batch.store.latency import Latencies
 from mcp_batch.store.leases import Leases
+from mcp_batch.store.oauth import OAuthStates
 from mcp_batch.store.progress import Progress
 from mcp_batch.store.questions import Questions
 from mcp_batch.store.queue import JobQueue
@@ -84,6 +86,7 @@ class Store:
         self.backlog = Backlog(redis, keys, control)
         self.progress = Progress(redis, keys)
         self.credentials = Credentials(redis, keys, sealer, control)
+        self.oauth = OAuthStates(redis, keys)
 
     @classmethod
     def from_settings(
