@@ -392,24 +392,18 @@ class Settings(BaseSettings):
         "declined at once.",
     )
 
-    # Connecting tenants to OAuth-protected backends (the authorization-code flow) and keeping their tokens fresh.
+    # OAuth to backends: the redirect URI's base; how early a tenant's token is refreshed.
     public_url: str | None = Field(
         None,
         pattern=r"^https?://[^/?#]+(/[^?#]*)?$",
-        description="The service's public base URL (`https://batch.example.com`): the OAuth redirect URI is this plus "
-        "`/v1/oauth/callback`, never taken from a request. Needed to connect `oauth` backends.",
-    )
-    oauth_state_seconds: int = Field(
-        600,
-        ge=60,
-        le=3600,
-        description="How long a connect flow's authorization URL stays usable (its state is refused after that).",
+        description="The service's public base URL: the OAuth redirect URI is it plus `/v1/oauth/callback`, never "
+        "taken from a request (needed to connect `oauth` backends).",
     )
     oauth_refresh_margin_seconds: float = Field(
         60.0,
         ge=0,
-        description="A worker refreshes a tenant's OAuth access token this long before it expires (at most a third "
-        "of the token's lifetime before), so no call goes out with a token about to lapse.",
+        description="Refresh a tenant's OAuth token this long before it expires (at most a third of "
+        "its lifetime before).",
     )
 
 

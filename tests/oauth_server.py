@@ -4,7 +4,8 @@ that rotate (a spent one is refused and counted), short access tokens, and RFC 7
 server (tests/protected_backend.py). `/stats` says what it issued, refreshed and revoked; `/admin/revoke` revokes
 every grant of an account, as a user removing the app at the provider would.
 
-Started as a real process (`python -m tests.oauth_server --port N`); not part of the installed package.
+Started as a real process (`python -m tests.oauth_server --port N --fd F`, on a socket its parent bound); not
+part of the installed package.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.routes import build_metadata, create_auth_routes
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-from pydantic import AnyHttpUrl
+from pydantic import AnyHttpUrl, AnyUrl
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -73,7 +74,7 @@ class Provider:
             self.clients[client_id] = OAuthClientInformationFull(
                 client_id=client_id,
                 token_endpoint_auth_method="none",
-                redirect_uris=[AnyHttpUrl(self.cimd_redirect)],
+                redirect_uris=[AnyUrl(self.cimd_redirect)],
                 scope=" ".join(SCOPES),
             )
         return self.clients.get(client_id)
@@ -213,7 +214,7 @@ def create_app(issuer: str, provider: Provider, clients: list[str]) -> Starlette
         provider.clients[client_id] = OAuthClientInformationFull(
             client_id=client_id,
             client_secret=secret,
-            redirect_uris=[AnyHttpUrl(redirect)],
+            redirect_uris=[AnyUrl(redirect)],
             token_endpoint_auth_method="client_secret_post",
             grant_types=["authorization_code", "refresh_token"],
             scope=" ".join(SCOPES),
@@ -306,13 +307,14 @@ def _cimd_metadata(issuer: str) -> Route:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="oauth_server")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--fd", type=int, required=True, help="the listening socket the parent bound to the port")
     parser.add_argument("--access-ttl", type=float, default=3600.0, help="seconds an access token lives")
     parser.add_argument("--client", action="append", default=[], help="a pre-registered client ID:SECRET:REDIRECT")
     parser.add_argument("--cimd", metavar="REDIRECT", help="take https client ids as metadata documents naming this")
     args = parser.parse_args()
     issuer = f"http://127.0.0.1:{args.port}"
     app = create_app(issuer, Provider(args.access_ttl, args.cimd), args.client)
-    uvicorn.run(TokenResource(app), host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(TokenResource(app), fd=args.fd, log_level="warning")
 
 
 if __name__ == "__main__":

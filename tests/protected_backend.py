@@ -3,7 +3,7 @@ authorization server (tests/oauth_server.py) by RFC 7662 introspection through t
 Protected Resource Metadata (RFC 9728) served, and a 401 naming it in WWW-Authenticate. `whoami` answers the token's
 subject, so a test sees which account a call reached the backend as; `seen` tallies the calls per subject.
 
-Started as a real process (`python -m tests.protected_backend --port N --issuer URL`); not part of the package.
+Started as a real process (`python -m tests.protected_backend --port N --fd F --issuer URL`); not part of the package.
 """
 
 from __future__ import annotations
@@ -77,11 +77,12 @@ def create_server(issuer: str, resource: str) -> MCPServer:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="protected_backend")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--fd", type=int, required=True, help="the listening socket the parent bound to the port")
     parser.add_argument("--issuer", required=True, help="the authorization server's issuer URL")
     args = parser.parse_args()
     resource = f"http://127.0.0.1:{args.port}/mcp"
     app = create_server(args.issuer, resource).streamable_http_app()
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(app, fd=args.fd, log_level="warning")
 
 
 if __name__ == "__main__":

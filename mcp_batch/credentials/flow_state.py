@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from mcp_batch.credentials.record import OAuthClient
 
 _TAG_BYTES = 16
+STATE_SECONDS = 600  # how long a connect's authorization URL works
 
 
 class PendingConnect(BaseModel):
@@ -65,9 +66,9 @@ def signature(key: bytes, nonce: str, tenant: str, server: str, expires_at: floa
 
 
 def pending(
-    key: bytes, nonce: str, tenant: str, server: str, verifier: str, redirect_uri: str, client: OAuthClient, ttl: float
+    key: bytes, nonce: str, tenant: str, server: str, verifier: str, redirect_uri: str, client: OAuthClient
 ) -> PendingConnect:
-    expires_at = time.time() + ttl
+    expires_at = time.time() + STATE_SECONDS
     return PendingConnect(
         tenant=tenant,
         server=server,

@@ -106,10 +106,9 @@ async def connect(services: Services, caller: Caller, server: str) -> ConnectSta
     pkce = PKCEParameters.generate()
     key = await _state_key(services)
     state, nonce = flow_state.new_state(key)
-    ttl = services.settings.oauth_state_seconds
-    record = flow_state.pending(key, nonce, caller.tenant, server, pkce.code_verifier, redirect, client, ttl)
+    record = flow_state.pending(key, nonce, caller.tenant, server, pkce.code_verifier, redirect, client)
     sealed = sealer.seal(flow_state.sealable(record), "", f"oauth-state:{nonce}")
-    await services.store.oauth.put(state, sealed, ttl)
+    await services.store.oauth.put(state, sealed, flow_state.STATE_SECONDS)
     url = grants.authorization_url(
         found.metadata,
         client.client_id,

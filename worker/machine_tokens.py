@@ -15,10 +15,10 @@ from pydantic import SecretStr
 from mcp_batch.backends.servers_file import Backend, ClientCredentialsAuth
 from mcp_batch.credentials import grants
 from mcp_batch.credentials.record import Credential, CredentialKind, refresh_due
-from mcp_batch.credentials.refreshing import LOCK_SECONDS
 from mcp_batch.credentials.sealing import Sealer
 from mcp_batch.errors import BackendError, BackendUnauthenticated, OAuthGrantRefused, OAuthUnavailable, SealBroken
 from mcp_batch.store.oauth import OAuthStates
+from worker.token_refresh import LOCK_SECONDS
 
 _MACHINE = ""  # the pseudo-tenant the machine token is sealed and locked under: no tenant's
 
