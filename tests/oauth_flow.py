@@ -3,6 +3,7 @@ processes, and a tenant's browser going through the authorization step (log in, 
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -10,15 +11,26 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
 import httpx
+import redis.asyncio as aioredis
+from pydantic import SecretStr
 
+from mcp_batch.credentials.sealing import Sealer, new_key
+from mcp_batch.keys import Keys
+from mcp_batch.settings import Settings
+from mcp_batch.store.credentials import Credentials
+from mcp_batch.tenants import hash_key
 from tests.oauth_server import ACCOUNTS
 from tests.support import eventually_blocking
 
 PUBLIC_URL = "https://batch.example.test"  # the service's public URL: a browser reaches it through a proxy
+ALPHA, BETA, READER = "mcpb_alpha-oauth-key", "mcpb_beta-oauth-key", "mcpb_reader-oauth-key"
+SECRETS_KEY = new_key()
 
 
 @dataclass
@@ -75,7 +87,7 @@ def oauth_backend(as_args: Sequence[str] = ()) -> Iterator[OAuthBackend]:
                 subprocess.Popen([*argv, *extra], stdout=quiet, stderr=quiet, pass_fds=[sock.fileno()])
             )
         for url in (f"{backend.issuer}/stats", backend.url):
-            eventually_blocking(lambda url=url: _answers(backend, url), what=f"{url} answering", timeout=30)
+            eventually_blocking(partial(_answers, backend, url), what=f"{url} answering", timeout=30)
         yield backend
     finally:
         for process in backend.processes:
@@ -131,3 +143,34 @@ async def connect(api: httpx.AsyncClient, base_url: str, server: str, user: str)
     started = await api.post(f"/v1/credentials/{server}/connect")
     assert started.status_code == 200, started.text
     return await follow_to_service(base_url, await authorize(started.json()["authorization_url"], user))
+
+
+def oauth_settings(settings: Settings, tmp_path: Path, servers: dict[str, Any]) -> Settings:
+    """The test's settings with keys on (tenants alpha and beta may set credentials; a reader of alpha's may not),
+    `servers`, a secrets key, and the public URL."""
+    keys = [
+        {"sha256": hash_key(ALPHA), "tenant": "alpha", "write": True, "credentials": True},
+        {"sha256": hash_key(BETA), "tenant": "beta", "write": True, "credentials": True},
+        {"sha256": hash_key(READER), "tenant": "alpha", "name": "reader"},
+    ]
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
+    (tmp_path / "servers.json").write_text(json.dumps({"mcpServers": servers}))
+    return settings.model_copy(
+        update={
+            "auth": "keys",
+            "keys": tmp_path / "keys.json",
+            "servers": tmp_path / "servers.json",
+            "secrets_keys": SecretStr(json.dumps([SECRETS_KEY])),
+            "public_url": PUBLIC_URL,
+        }
+    )
+
+
+def as_(base_url: str, key: str) -> httpx.AsyncClient:
+    """A client of the API with `key`."""
+    return httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+def stored(redis: aioredis.Redis) -> Credentials:
+    """Tenants' credentials as the service stores them, opened with the tests' secrets key."""
+    return Credentials(redis, Keys(), Sealer.from_setting(SecretStr(json.dumps([SECRETS_KEY]))))

@@ -62,6 +62,7 @@ class Provider:
             "spent_refresh_reused": 0,
             "revocations": 0,
             "registrations": 0,
+            "machine_tokens": 0,
             "authorize_resources": [],
             "token_resources": [],
             "clients": [],
@@ -110,7 +111,7 @@ class Provider:
     async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
         return self.codes.get(code)
 
-    def _issue(self, client_id: str, scopes: list[str], resource: str | None, subject: str | None) -> OAuthToken:
+    def issue(self, client_id: str, scopes: list[str], resource: str | None, subject: str | None) -> OAuthToken:
         if _token_resource.get() != resource:  # RFC 8707: the token request names the resource of the grant
             raise TokenError("invalid_target", "the resource does not match the grant's")
         access = "at_" + secrets.token_urlsafe(24)
@@ -137,7 +138,7 @@ class Provider:
         self, client: OAuthClientInformationFull, code: AuthorizationCode
     ) -> OAuthToken:
         del self.codes[code.code]
-        return self._issue(code.client_id, code.scopes, code.resource, code.subject)
+        return self.issue(code.client_id, code.scopes, code.resource, code.subject)
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
         if refresh_token in self.spent:
@@ -150,7 +151,7 @@ class Provider:
         self.stats["refreshes"] += 1
         del self.refresh[refresh_token.token]
         self.spent.add(refresh_token.token)
-        return self._issue(refresh_token.client_id, scopes, refresh_token.resource, refresh_token.subject)
+        return self.issue(refresh_token.client_id, scopes, refresh_token.resource, refresh_token.subject)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         access = self.access.get(token)
@@ -173,10 +174,12 @@ class Provider:
 
 class TokenResource:
     """Reads the `resource` field of a token request into a context variable for the provider (the SDK's token
-    handler does not hand it over), replaying the body untouched."""
+    handler does not hand it over), replaying the body untouched; answers the client-credentials grant itself (the
+    SDK's handler takes only the user's grants) with a token whose subject is `client:<id>`."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, provider: Provider) -> None:
         self.app = app
+        self.provider = provider
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != "/token":
@@ -187,8 +190,11 @@ class TokenResource:
             message = await receive()
             body += message.get("body", b"")
             more = message.get("more_body", False)
-        resource = parse_qs(body.decode()).get("resource", [None])[0]
-        token = _token_resource.set(resource)
+        form = {name: values[0] for name, values in parse_qs(body.decode()).items()}
+        if form.get("grant_type") == "client_credentials":
+            await self._client_credentials(form)(scope, receive, send)
+            return
+        token = _token_resource.set(form.get("resource"))
         sent = False
 
         async def replay() -> Message:
@@ -202,6 +208,21 @@ class TokenResource:
             await self.app(scope, replay, send)
         finally:
             _token_resource.reset(token)
+
+    def _client_credentials(self, form: dict[str, str]) -> Response:
+        client = self.provider.clients.get(form.get("client_id", ""))
+        if client is None or client.client_secret is None or client.client_secret != form.get("client_secret"):
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        self.provider.stats["machine_tokens"] += 1
+        token = _token_resource.set(form.get("resource"))
+        try:
+            issued = self.provider.issue(
+                client.client_id or "", ["mcp"], form.get("resource"), f"client:{client.client_id}"
+            )
+        finally:
+            _token_resource.reset(token)
+        body = issued.model_dump(exclude_none=True, exclude={"refresh_token"})
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
 
 def _page(title: str, body: str) -> HTMLResponse:
@@ -313,8 +334,9 @@ def main() -> None:
     parser.add_argument("--cimd", metavar="REDIRECT", help="take https client ids as metadata documents naming this")
     args = parser.parse_args()
     issuer = f"http://127.0.0.1:{args.port}"
-    app = create_app(issuer, Provider(args.access_ttl, args.cimd), args.client)
-    uvicorn.run(TokenResource(app), fd=args.fd, log_level="warning")
+    provider = Provider(args.access_ttl, args.cimd)
+    app = create_app(issuer, provider, args.client)
+    uvicorn.run(TokenResource(app, provider), fd=args.fd, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -4,31 +4,35 @@ which refuses a replayed, forged, expired or cross-tenant state and a flow witho
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
 import redis.asyncio as aioredis
-from pydantic import SecretStr
 
 from mcp_batch.credentials import flow_state
 from mcp_batch.credentials.record import CredentialKind, OAuthClient
-from mcp_batch.credentials.sealing import Sealer, new_key
 from mcp_batch.keys import Keys
 from mcp_batch.settings import Settings
-from mcp_batch.store.credentials import Credentials
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.store.oauth import OAuthStates
-from mcp_batch.tenants import hash_key
-from tests.oauth_flow import PUBLIC_URL, OAuthBackend, authorize, connect, follow_to_service, oauth_backend
+from tests.oauth_flow import (
+    ALPHA,
+    BETA,
+    PUBLIC_URL,
+    READER,
+    OAuthBackend,
+    as_,
+    authorize,
+    connect,
+    follow_to_service,
+    oauth_backend,
+    oauth_settings,
+    stored,
+)
 from tests.support import eventually, running_api
-
-ALPHA, BETA, READER = "mcpb_alpha-oauth-key", "mcpb_beta-oauth-key", "mcpb_reader-oauth-key"
-SECRETS_KEY = new_key()
 
 
 @pytest.fixture(scope="module")
@@ -37,38 +41,11 @@ def guarded() -> Iterator[OAuthBackend]:
         yield backend
 
 
-def oauth_settings(settings: Settings, tmp_path: Path, servers: dict[str, Any]) -> Settings:
-    keys = [
-        {"sha256": hash_key(ALPHA), "tenant": "alpha", "write": True, "credentials": True},
-        {"sha256": hash_key(BETA), "tenant": "beta", "write": True, "credentials": True},
-        {"sha256": hash_key(READER), "tenant": "alpha", "name": "reader"},
-    ]
-    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
-    (tmp_path / "servers.json").write_text(json.dumps({"mcpServers": servers}))
-    return settings.model_copy(
-        update={
-            "auth": "keys",
-            "keys": tmp_path / "keys.json",
-            "servers": tmp_path / "servers.json",
-            "secrets_keys": SecretStr(json.dumps([SECRETS_KEY])),
-            "public_url": PUBLIC_URL,
-        }
-    )
-
-
 @pytest.fixture
 async def base_url(settings: Settings, tmp_path: Path, guarded: OAuthBackend) -> AsyncIterator[str]:
     servers = {"guarded": {"url": guarded.url, "auth": {"type": "oauth"}}}
     async with running_api(oauth_settings(settings, tmp_path, servers)) as url:
         yield url
-
-
-def as_(base_url: str, key: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
-
-
-def stored(redis: aioredis.Redis) -> Credentials:
-    return Credentials(redis, Keys(), Sealer.from_setting(SecretStr(json.dumps([SECRETS_KEY]))))
 
 
 async def test_a_tenant_connects_through_its_browser_and_gets_its_own_tokens(
@@ -148,13 +125,13 @@ async def test_the_callback_refuses_a_state_past_its_time(
         started = await alpha.post("/v1/credentials/guarded/connect")
         back = await authorize(started.json()["authorization_url"], "alice")
     state = parse_qs(urlparse(back).query)["state"][0]
-    await eventually(lambda: _gone(redis, state), what="the state's record expired", timeout=10)
+
+    async def gone() -> bool:
+        return not await redis.exists(Keys().oauth_state(state))
+
+    await eventually(gone, what="the state's record expired", timeout=10)
     late = await follow_to_service(base_url, back)
     assert late.status_code == 400 and "already used or has expired" in late.text
-
-
-async def _gone(redis: aioredis.Redis, state: str) -> bool:
-    return not await redis.exists(Keys().oauth_state(state))
 
 
 async def test_the_callback_refuses_a_flow_without_a_pkce_verifier(base_url: str, redis: aioredis.Redis) -> None:
