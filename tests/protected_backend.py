@@ -18,9 +18,11 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
 from pydantic import AnyHttpUrl
 
 _seen: collections.Counter[str] = collections.Counter()
+READ = ToolAnnotations(readOnlyHint=True)  # batches run read-only tools without asking for write
 
 
 class IntrospectionVerifier:
@@ -57,7 +59,7 @@ def create_server(issuer: str, resource: str) -> MCPServer:
         ),
     )
 
-    @server.tool()
+    @server.tool(annotations=READ)
     async def whoami(seconds: float = 0.0) -> str:
         """The subject of the token this call came with (after `seconds`)."""
         await asyncio.sleep(seconds)
@@ -66,7 +68,7 @@ def create_server(issuer: str, resource: str) -> MCPServer:
         _seen[subject] += 1
         return subject
 
-    @server.tool()
+    @server.tool(annotations=READ)
     def seen() -> dict[str, int]:
         """How many `whoami` calls came with each subject's token."""
         return dict(_seen)

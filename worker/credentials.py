@@ -15,23 +15,28 @@ import time
 from mcp_batch.backends.presented import Presented
 from mcp_batch.backends.servers_file import Backend, connect_route
 from mcp_batch.credentials.hooks import MachineTokens, NoMachineTokens, NoRefresh, Refresher
-from mcp_batch.credentials.record import Credential, CredentialKind
+from mcp_batch.credentials.record import Credential, CredentialKind, refresh_at, refresh_due
 from mcp_batch.errors import BackendUnauthenticated, SealBroken
 from mcp_batch.store.credentials import Credentials
 
 logger = logging.getLogger(__name__)
 
 RECHECK_SECONDS = 2.0  # how stale a session's view of its stored credential may be
-EXPIRY_MARGIN_SECONDS = 60.0  # a token this close to its expiry is refreshed before it is sent
+EXPIRY_MARGIN_SECONDS = 60.0  # a token this close to its expiry (at most a third of its life) is refreshed first
 
 
 class TenantCredentials:
     """Reads, checks and refreshes the credentials sessions present."""
 
     def __init__(
-        self, store: Credentials, refresher: Refresher | None = None, machine: MachineTokens | None = None
+        self,
+        store: Credentials,
+        refresher: Refresher | None = None,
+        machine: MachineTokens | None = None,
+        margin: float = EXPIRY_MARGIN_SECONDS,
     ) -> None:
         self.store = store
+        self.margin = margin
         self.refresher: Refresher = refresher or NoRefresh()
         self.machine: MachineTokens = machine or NoMachineTokens()
 
@@ -42,7 +47,11 @@ class TenantCredentials:
         if read is None:
             raise self._missing(server, backend, "the tenant has not set a credential for it")
         credential = self._open(tenant, server, backend, read)
-        if credential.kind is CredentialKind.oauth and _expiring(credential) and not credential.needs_connect:
+        if (
+            credential.kind is CredentialKind.oauth
+            and refresh_due(credential, self.margin)
+            and not credential.needs_connect
+        ):
             fresh = await self.refresher.refresh(tenant, server, backend, read, credential)
             if fresh is None:
                 raise self._missing(server, backend, "its token expired and could not be refreshed")
@@ -51,7 +60,7 @@ class TenantCredentials:
         value = credential.value()
         if value is None:
             raise self._missing(server, backend, "the tenant's grant no longer works")
-        return Presented(value, read, credential.expires_at)
+        return Presented(value, read, credential.expires_at, refresh_at=refresh_at(credential, self.margin))
 
     @staticmethod
     def due(presented: Presented) -> bool:
@@ -64,7 +73,7 @@ class TenantCredentials:
         """Whether the stored credential is no longer the one presented, or its token is about to expire (read at
         most every RECHECK_SECONDS: between checks, False)."""
         now = time.monotonic()
-        expiring = presented.expires_at is not None and presented.expires_at - time.time() < EXPIRY_MARGIN_SECONDS
+        expiring = presented.refresh_at is not None and presented.refresh_at <= time.time()
         if not expiring and now - presented.checked < RECHECK_SECONDS:
             return False
         presented.checked = now
@@ -83,7 +92,7 @@ class TenantCredentials:
                 value = None if fresh is None else fresh.value()
                 if fresh is not None and value is not None:
                     stored = await self.store.get_sealed(tenant, server) or b""
-                    return Presented(value, stored, fresh.expires_at)
+                    return Presented(value, stored, fresh.expires_at, refresh_at=refresh_at(fresh, self.margin))
         raise self._missing(server, backend, "it refused the tenant's credential")
 
     def _open(self, tenant: str, server: str, backend: Backend, read: bytes) -> Credential:
@@ -101,7 +110,3 @@ class TenantCredentials:
     def _missing(server: str, backend: Backend, why: str) -> BackendUnauthenticated:
         route = connect_route(server, backend)
         return BackendUnauthenticated(f"no usable credential for {server!r}: {why} (set it with {route})", route)
-
-
-def _expiring(credential: Credential) -> bool:
-    return credential.expires_at is not None and credential.expires_at - time.time() < EXPIRY_MARGIN_SECONDS

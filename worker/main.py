@@ -42,12 +42,14 @@ from worker.context import STATE, WorkerState
 from worker.credentials import TenantCredentials
 from worker.delivery import deliver_forever
 from worker.latency import LatencySampler
+from worker.machine_tokens import ClientCredentialTokens
 from worker.priority import PriorityTurns
 from worker.recovery import recover_forever
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
 from worker.tasks import run_batch
 from worker.tenant_sessions import TenantSessions
+from worker.token_refresh import LockedRefresher
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +82,8 @@ async def startup(ctx: dict[str, Any]) -> None:
         gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released, settings.redis_outage_seconds)
     store = Store.from_settings(data, settings, control=redis)
     require_secrets_key(registry, store.credentials.configured)
+    oauth_margin = settings.oauth_refresh_margin_seconds
+    sealer = store.credentials.sealer if store.credentials.configured else None
     tenant_sessions = TenantSessions(settings.max_tenant_sessions, settings.tenant_session_idle_seconds)
     pool = SessionPool(
         registry,
@@ -92,7 +96,12 @@ async def startup(ctx: dict[str, Any]) -> None:
         Bounds(settings.max_argument_bytes, settings.max_argument_depth),
         settings.retry_base_seconds,
         settings.retry_max_seconds,
-        TenantCredentials(store.credentials),
+        TenantCredentials(
+            store.credentials,
+            refresher=LockedRefresher(store.credentials, store.oauth, oauth_margin, settings.connect_timeout_seconds),
+            machine=ClientCredentialTokens(store.oauth, sealer, oauth_margin, settings.connect_timeout_seconds),
+            margin=oauth_margin,
+        ),
         tenant_sessions,
     )
     worker_id = f"{socket.gethostname()}:{os.getpid()}"

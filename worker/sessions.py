@@ -162,10 +162,11 @@ class SessionPool:
         assert current is not None
         if presented.read == current.read and presented.value == current.value:
             current.expires_at, current.checked = presented.expires_at, presented.checked
+            current.refresh_at = presented.refresh_at
             return True
         if not isinstance(session.backend, HttpBackend):
             return False
-        current.update(presented.value, presented.read, presented.expires_at)
+        current.update(presented.value, presented.read, presented.expires_at, presented.refresh_at)
         return True
 
     def _forget(self, key: tuple[str, str]) -> None:

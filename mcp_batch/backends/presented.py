@@ -28,6 +28,7 @@ class Presented:
     read: bytes = b""
     expires_at: float | None = None
     checked: float = field(default_factory=time.monotonic)
+    refresh_at: float | None = None  # when a token is to be refreshed (Unix seconds), a little before it expires
     _sink: Callable[[SecretStr], None] | None = field(default=None, repr=False)
 
     def bind(self, http: httpx2.AsyncClient, header: str, prefix: str) -> None:
@@ -40,8 +41,10 @@ class Presented:
         put(self.value)
         self._sink = put
 
-    def update(self, value: SecretStr, read: bytes, expires_at: float | None) -> None:
-        self.value, self.read, self.expires_at = value, read, expires_at
+    def update(
+        self, value: SecretStr, read: bytes, expires_at: float | None, refresh_at: float | None = None
+    ) -> None:
+        self.value, self.read, self.expires_at, self.refresh_at = value, read, expires_at, refresh_at
         self.checked = time.monotonic()
         if self._sink is not None:
             self._sink(value)

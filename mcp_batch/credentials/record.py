@@ -77,10 +77,16 @@ class CredentialInfo(BaseModel):
     needs_connect: bool = Field(False, description="OAuth: the grant no longer works; connect again.")
 
 
-def refresh_due(credential: Credential, margin: float, now: float | None = None) -> bool:
-    """Whether an OAuth credential's access token should be refreshed before it is sent: it expires within `margin`
-    seconds, or within a third of its lifetime when that is shorter (a short-lived token is not refreshed at once)."""
+def refresh_at(credential: Credential, margin: float) -> float | None:
+    """When an OAuth credential's access token should be refreshed: `margin` seconds before it expires, or a third
+    of its lifetime before when that is shorter (a short-lived token is not refreshed at once). None: never."""
     if credential.kind is not CredentialKind.oauth or credential.expires_at is None:
-        return False
+        return None
     lifetime = max(0.0, credential.expires_at - (credential.issued_at or credential.set_at))
-    return credential.expires_at - min(margin, lifetime / 3) <= (time.time() if now is None else now)
+    return credential.expires_at - min(margin, lifetime / 3)
+
+
+def refresh_due(credential: Credential, margin: float, now: float | None = None) -> bool:
+    """Whether the credential's token should be refreshed before it is sent (`refresh_at` has come)."""
+    at = refresh_at(credential, margin)
+    return at is not None and at <= (time.time() if now is None else now)
