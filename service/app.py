@@ -15,6 +15,7 @@ from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import load_servers, require_secrets_key
 from mcp_batch.contract.item_cursors import CursorKey
+from mcp_batch.credentials.grants import GrantRevoker
 from mcp_batch.credentials.sealing import Sealer
 from mcp_batch.host_policy import HostPolicy, authority
 from mcp_batch.models import ErrorDetail
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
             leases=LeaseSemaphore(data, keys, control=redis),
             cursors=CursorKey(await cursor_secret(redis, keys, settings.cursor_secret)),
             metrics=metrics,
+            revoker=GrantRevoker(settings.connect_timeout_seconds),
         )
         try:
             # Routes have no lifespan of their own: the MCP session manager runs (and stops, before Redis closes) here.

@@ -106,6 +106,8 @@ async def test_no_code_state_verifier_token_or_client_secret_leaks(
             for path in ("/v1/credentials", "/v1/servers"):
                 answer = await alpha.get(path)
                 seen.append((path, f"{answer.headers}\n{answer.text}"))
+            deleted = await alpha.delete("/v1/credentials/guarded")
+            seen.append(("delete", f"{deleted.status_code} {deleted.headers}\n{deleted.text}"))
             seen.append(("connect", started.text.replace(state, "<state>")))  # its URL carries the state by design
             at_rest = await readable(redis)
     spans = [

@@ -4,6 +4,7 @@ which refuses a replayed, forged, expired or cross-tenant state and a flow witho
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -180,3 +181,22 @@ async def test_a_configured_client_is_used_instead_of_registering(settings: Sett
         stats = backend.stats()
     assert stats["registrations"] == 0
     assert stats["clients"] == ["svc" if how == "pre-registered" else document]
+
+
+async def test_an_oauth_credential_is_listed_without_its_tokens_and_deleting_it_revokes_the_grant(
+    base_url: str, guarded: OAuthBackend, redis: aioredis.Redis
+) -> None:
+    async with as_(base_url, ALPHA) as alpha:
+        assert (await connect(alpha, base_url, "guarded", "alice")).status_code == 200
+        credential = await stored(redis).get("alpha", "guarded")
+        assert credential is not None and credential.access_token is not None and credential.refresh_token is not None
+        listed = (await alpha.get("/v1/credentials")).json()
+        assert [(c["server"], c["kind"], c["scopes"]) for c in listed] == [
+            ("guarded", "oauth", ["mcp", "offline_access"])
+        ]
+        assert listed[0]["expires_at"] and credential.access_token.get_secret_value() not in json.dumps(listed)
+        before = guarded.stats()["revocations"]
+        assert (await alpha.delete("/v1/credentials/guarded")).status_code == 204
+    assert guarded.stats()["revocations"] == before + 1
+    assert not guarded.active(credential.access_token.get_secret_value())
+    assert await stored(redis).get("alpha", "guarded") is None
