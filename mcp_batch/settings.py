@@ -392,7 +392,6 @@ class Settings(BaseSettings):
         "declined at once.",
     )
 
-    # OAuth to backends: the redirect URI's base; how early a tenant's token is refreshed.
     public_url: str | None = Field(
         None,
         pattern=r"^https?://[^/?#]+(/[^?#]*)?$",
@@ -400,10 +399,7 @@ class Settings(BaseSettings):
         "taken from a request (needed to connect `oauth` backends).",
     )
     oauth_refresh_margin_seconds: float = Field(
-        60.0,
-        ge=0,
-        description="Refresh a tenant's OAuth token this long before it expires (at most a third of "
-        "its lifetime before).",
+        60.0, ge=0, description="Refresh an OAuth token this long before it expires (at most a third of its life)."
     )
 
 
