@@ -139,3 +139,23 @@ async def test_a_grant_revoked_mid_batch_ends_the_rest_unauthenticated_with_the_
     assert credential is not None and credential.needs_connect
     async with as_(service.base_url, BETA) as beta:  # bob's grant is untouched
         assert subjects((await run_batch(beta, whoami(3)))["results"]) == ["bob"] * 3
+
+
+async def test_a_client_credentials_backend_is_called_as_the_service_for_every_tenant(
+    settings: Settings, tmp_path: Path
+) -> None:
+    with oauth_backend(["--client", "svc:svc-secret:https://unused.example/cb"]) as machine:
+        auth = {
+            "type": "oauth_client_credentials",
+            "token_url": f"{machine.issuer}/token",
+            "client_id": "svc",
+            "client_secret": "svc-secret",
+            "audience": machine.url,
+        }
+        oauth = oauth_settings(settings, tmp_path, {"guarded": {"url": machine.url, "auth": auth}})
+        async with running_service(oauth) as handle:
+            for key in (ALPHA, BETA):
+                async with as_(handle.base_url, key) as client:
+                    document = await run_batch(client, whoami(3))
+                assert subjects(document["results"]) == ["client:svc"] * 3
+        assert machine.stats()["machine_tokens"] == 1
