@@ -60,13 +60,21 @@ def _unauthenticated(exc: BackendUnauthenticated) -> ErrorInfo:
     return error_info(exc.code, str(exc), "backend", connect=exc.connect)
 
 
-async def _open(pool: SessionPool, server: str, tenant: str | None) -> BackendSession | ErrorInfo:
+async def _open(pool: SessionPool, server: str, tenant: str | None, asked: bool = False) -> BackendSession | ErrorInfo:
     """The live session for `server` (the tenant's own, for a backend that takes its credential), or the error
-    saying why none could be opened."""
+    saying why none could be opened. A batch that asks may have its tenant connect an OAuth backend first, once."""
     try:
         return await pool.session(server, tenant)
     except BackendUnauthenticated as exc:  # the credentials, not the backend's health: say so
         if exc.connect is not None:
+            wait = pool.connect_wait
+            if (
+                not asked
+                and wait is not None
+                and tenant is not None
+                and await wait.connected(server, tenant, exc.connect)
+            ):
+                return await _open(pool, server, tenant, asked=True)
             return _unauthenticated(exc)
         return error_info(exc.code, f"could not open a session to {server!r}: {exc}", "backend")
     except BackendError as exc:  # the root cause, in words (backends/failures.py)

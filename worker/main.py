@@ -24,6 +24,7 @@ from mcp_batch.backends.priority import Priorities
 from mcp_batch.backends.servers_file import load_servers, require_secrets_key
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.contract.item_cursors import CursorKey
+from mcp_batch.credentials import flow_state
 from mcp_batch.ops import durability, logs, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.ops.replication import WriteGuard
@@ -38,6 +39,7 @@ from mcp_batch.store.queue import JOB_FUNCTION, Heartbeat, JobPick, queue_name, 
 from mcp_batch.store.sentinel import close_sentinels
 from worker import metrics
 from worker.admission import Gate
+from worker.connect_wait import ConnectWait
 from worker.context import STATE, WorkerState
 from worker.credentials import TenantCredentials
 from worker.delivery import deliver_forever
@@ -113,7 +115,10 @@ async def startup(ctx: dict[str, Any]) -> None:
     if guard.disk or guard.waits_for_replicas:  # a write is sent only once its claim is on replicas and disk
         pool.write_wait = SlotWait(guard, data, keys)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
-    cursors = CursorKey(await cursor_secret(redis, keys, settings.cursor_secret))
+    secret = await cursor_secret(redis, keys, settings.cursor_secret)
+    cursors = CursorKey(secret)
+    if settings.public_url is not None and store.credentials.configured:  # a batch that asks may connect first
+        pool.connect_wait = ConnectWait(store.credentials, settings.public_url, flow_state.state_key(secret))
     pages = CursorPages(store, cursors, settings.response_max_bytes)
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)
     state.data = data

@@ -19,6 +19,7 @@ from mcp_batch.contract.checks import Bounds
 from mcp_batch.errors import BackendError, BackendUnauthenticated
 from worker.admission import Gate
 from worker.backend_session import BackendSession
+from worker.connect_wait import ConnectWait
 from worker.credentials import RECHECK_SECONDS, TenantCredentials
 from worker.tenant_sessions import TenantSessions
 
@@ -57,6 +58,9 @@ class SessionPool:
         self.default_timeout = default_timeout
         # Set when a claim may have to reach replicas or the disk before a write is sent (ops/replication.py)
         self.write_wait: Callable[[str], Awaitable[None]] | None = None  # given the batch id
+        self.connect_wait: ConnectWait | None = (
+            None  # asks a tenant to connect an OAuth backend (worker/connect_wait.py)
+        )
         self._sessions: dict[str, BackendSession] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._refresh_seconds = catalog.refresh_seconds

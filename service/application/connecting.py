@@ -97,6 +97,25 @@ async def connect(services: Services, caller: Caller, server: str) -> ConnectSta
     """Start connecting the caller's tenant to `server`: the authorization URL its browser opens."""
     require(caller, Right.credentials, "connecting a backend")
     backend, auth = _oauth_backend(services, caller, server)
+    return await _started(services, caller.tenant, server, backend, auth)
+
+
+async def start(services: Services, ticket: str) -> ConnectStarted | CallbackOutcome:
+    """The authorization URL for the tenant and server a question's link names (its ticket, signed by a worker
+    for an item waiting on this connection), or why the link no longer works."""
+    holder = flow_state.ticket_holder(await _state_key(services), ticket)
+    if holder is None:
+        return CallbackOutcome(False, _REFUSED, "This link is not genuine or has expired: the call no longer waits.")
+    tenant, server = holder
+    backend = services.registry.get(server)
+    if not isinstance(backend, HttpBackend) or not isinstance(backend.auth, OAuthAuth):
+        return CallbackOutcome(False, _REFUSED, f"Server {server!r} no longer uses OAuth.")
+    return await _started(services, tenant, server, backend, backend.auth)
+
+
+async def _started(
+    services: Services, tenant: str, server: str, backend: HttpBackend, auth: OAuthAuth
+) -> ConnectStarted:
     redirect = redirect_uri(services)
     sealer = services.store.credentials.sealer  # refuses at once without a secrets key
     async with httpx2.AsyncClient(timeout=_HTTP_SECONDS) as http:
@@ -106,7 +125,7 @@ async def connect(services: Services, caller: Caller, server: str) -> ConnectSta
     pkce = PKCEParameters.generate()
     key = await _state_key(services)
     state, nonce = flow_state.new_state(key)
-    record = flow_state.pending(key, nonce, caller.tenant, server, pkce.code_verifier, redirect, client)
+    record = flow_state.pending(key, nonce, tenant, server, pkce.code_verifier, redirect, client)
     sealed = sealer.seal(flow_state.sealable(record), "", f"oauth-state:{nonce}")
     await services.store.oauth.put(state, sealed, flow_state.STATE_SECONDS)
     url = grants.authorization_url(

@@ -8,11 +8,11 @@ import html
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from mcp_batch.models import ErrorDetail
 from service.application import connecting
-from service.application.connecting import ConnectStarted
+from service.application.connecting import CallbackOutcome, ConnectStarted
 from service.auth import AUTH_RESPONSES, CallerDep
 from service.deps import ServicesDep
 
@@ -40,6 +40,19 @@ async def connect(server: str, services: ServicesDep, caller: CallerDep) -> Conn
 
 
 @router.get(
+    "/v1/oauth/start", summary="Start a connect a waiting call asked for", response_class=HTMLResponse, status_code=302
+)
+async def oauth_start(services: ServicesDep, ticket: str = "") -> Response:
+    """The link of a call waiting on its tenant to connect an OAuth backend (a URL-mode question of its batch): a
+    redirect (302) to the authorization server, as the connect route's URL; a page saying why not (400) when the
+    link is not genuine or its wait is over."""
+    started = await connecting.start(services, ticket)
+    if isinstance(started, ConnectStarted):
+        return RedirectResponse(started.authorization_url, status_code=302, headers=_PAGE_HEADERS)
+    return _page(started)
+
+
+@router.get(
     "/v1/oauth/callback", summary="Where the authorization server sends the browser back", response_class=HTMLResponse
 )
 async def oauth_callback(
@@ -47,7 +60,10 @@ async def oauth_callback(
 ) -> HTMLResponse:
     """Finish a connect: a page saying the server is connected (200), or why the link was refused (400): a state
     this service did not issue, one already used or expired, or the authorization server's refusal."""
-    outcome = await connecting.callback(services, code, state, error)
+    return _page(await connecting.callback(services, code, state, error))
+
+
+def _page(outcome: CallbackOutcome) -> HTMLResponse:
     body = (
         f"<!doctype html><html><head><meta charset=utf-8><title>{html.escape(outcome.title)}</title></head>"
         f"<body><h1>{html.escape(outcome.title)}</h1><p>{html.escape(outcome.message)}</p></body></html>"
