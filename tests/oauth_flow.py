@@ -57,6 +57,10 @@ class OAuthBackend:
         """Revoke every grant of `user`, as the user removing the app at the provider would."""
         httpx.post(f"{self.issuer}/admin/revoke", params={"subject": user}, timeout=10).raise_for_status()
 
+    def drop_access(self, user: str) -> None:
+        """Invalidate `user`'s access tokens only: the backend refuses them, a refresh still works."""
+        httpx.post(f"{self.issuer}/admin/drop-access", params={"subject": user}, timeout=10).raise_for_status()
+
     def active(self, token: str) -> bool:
         return bool(httpx.post(f"{self.issuer}/introspect", data={"token": token}, timeout=10).json()["active"])
 

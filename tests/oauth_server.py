@@ -2,7 +2,8 @@
 registration, revocation) over a provider of ours with two accounts, an HTML login and consent page, refresh tokens
 that rotate (a spent one is refused and counted), short access tokens, and RFC 7662 introspection for the resource
 server (tests/protected_backend.py). `/stats` says what it issued, refreshed and revoked; `/admin/revoke` revokes
-every grant of an account, as a user removing the app at the provider would.
+every grant of an account, as a user removing the app at the provider would; `/admin/drop-access` only its
+access tokens (a token the backend refuses before its time, while the grant stands).
 
 Started as a real process (`python -m tests.oauth_server --port N --fd F`, on a socket its parent bound); not
 part of the installed package.
@@ -299,6 +300,11 @@ def create_app(issuer: str, provider: Provider, clients: list[str]) -> Starlette
         provider.revoke_subject(request.query_params["subject"])
         return Response(status_code=204)
 
+    async def admin_drop_access(request: Request) -> Response:
+        subject = request.query_params["subject"]
+        provider.access = {k: v for k, v in provider.access.items() if v.subject != subject}
+        return Response(status_code=204)
+
     routes = create_auth_routes(
         provider,
         AnyHttpUrl(issuer),
@@ -312,6 +318,7 @@ def create_app(issuer: str, provider: Provider, clients: list[str]) -> Starlette
         Route("/introspect", introspect, methods=["POST"]),
         Route("/stats", stats, methods=["GET"]),
         Route("/admin/revoke", admin_revoke, methods=["POST"]),
+        Route("/admin/drop-access", admin_drop_access, methods=["POST"]),
     ]
     if provider.cimd_redirect:
         routes = [_cimd_metadata(issuer), *routes[1:]]

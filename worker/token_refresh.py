@@ -30,6 +30,9 @@ log = logging.getLogger("mcp_batch.oauth")
 
 LOCK_SECONDS = 30.0  # a refresh's lock lapses on its own if its worker dies holding it
 _WAIT_INTERVAL = 0.05  # how often a worker waiting on another's refresh looks again
+# Calls in flight with the old token are refused after a refresh has already stored (and the session taken) the new
+# one: they come back with the new one as `read`, and it is not spent again within this time.
+_JUST_REFRESHED_SECONDS = 5.0
 
 
 class LockedRefresher:
@@ -78,6 +81,8 @@ class LockedRefresher:
         sealed, current = stored
         if sealed != read and not refresh_due(current, self.margin):
             return current  # refreshed by another worker since the caller read it
+        if _just_refreshed(current) and not refresh_due(current, self.margin):
+            return current  # a call sent with the token this refresh replaced was refused after the session took it
         async with httpx2.AsyncClient(timeout=self.timeout) as http:
             try:
                 renewed = await grants.refresh(http, server, current)
@@ -92,3 +97,9 @@ class LockedRefresher:
             stored = await self._stored(tenant, server)  # replaced meanwhile (a new connect): that one counts
             return None if stored is None or stored[1].needs_connect else stored[1]
         return None if renewed.needs_connect else renewed
+
+
+def _just_refreshed(credential: Credential) -> bool:
+    """Whether the token came from a refresh (not the connect itself) moments ago."""
+    issued = credential.issued_at
+    return issued is not None and issued > credential.set_at and time.time() - issued < _JUST_REFRESHED_SECONDS

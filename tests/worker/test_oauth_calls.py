@@ -121,6 +121,18 @@ async def test_a_token_expiring_mid_batch_is_refreshed_once_per_expiry_across_tw
     assert max(1, int(took / 3)) <= stats["refreshes"] <= took / 2 + 1, (stats["refreshes"], took)
 
 
+async def test_a_token_the_backend_refuses_before_its_time_is_refreshed_once_and_the_calls_go_on(
+    service: ServiceHandle, guarded: OAuthBackend
+) -> None:
+    async with as_(service.base_url, ALPHA) as alpha:
+        assert subjects((await run_batch(alpha, whoami(3)))["results"]) == ["alice"] * 3  # a session with the token
+        before = guarded.stats()["refreshes"]
+        guarded.drop_access("alice")
+        document = await run_batch(alpha, whoami(10))
+    assert subjects(document["results"]) == ["alice"] * 10
+    assert guarded.stats()["refreshes"] == before + 1
+
+
 async def test_a_grant_revoked_mid_batch_ends_the_rest_unauthenticated_with_the_connect_route(
     service: ServiceHandle, guarded: OAuthBackend, redis: aioredis.Redis
 ) -> None:
