@@ -391,16 +391,7 @@ class Settings(BaseSettings):
         description="Largest question stored as an item's input request (its params as JSON); a larger one is "
         "declined at once.",
     )
-
-    public_url: str | None = Field(
-        None,
-        pattern=r"^https?://[^/?#]+(/[^?#]*)?$",
-        description="The service's public base URL: the OAuth redirect URI is it plus `/v1/oauth/callback`, never "
-        "taken from a request (needed to connect `oauth` backends).",
-    )
-    oauth_refresh_margin_seconds: float = Field(
-        60.0, ge=0, description="Refresh an OAuth token this long before it expires (at most a third of its life)."
-    )
+    public_url: str | None = Field(None, pattern=r"^https?://[^?#]+$", description="Base URL of OAuth redirect URIs.")
 
 
 @lru_cache

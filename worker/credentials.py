@@ -65,7 +65,7 @@ class TenantCredentials:
     @staticmethod
     def due(presented: Presented) -> bool:
         """Whether `presented` is to be compared with the stored credential now (no I/O: the per-call check)."""
-        if presented.expires_at is not None and presented.expires_at - time.time() < EXPIRY_MARGIN_SECONDS:
+        if presented.refresh_at is not None and presented.refresh_at <= time.time():
             return True
         return time.monotonic() - presented.checked >= RECHECK_SECONDS
 

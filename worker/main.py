@@ -41,7 +41,7 @@ from worker import metrics
 from worker.admission import Gate
 from worker.connect_wait import ConnectWait
 from worker.context import STATE, WorkerState
-from worker.credentials import TenantCredentials
+from worker.credentials import EXPIRY_MARGIN_SECONDS, TenantCredentials
 from worker.delivery import deliver_forever
 from worker.latency import LatencySampler
 from worker.machine_tokens import ClientCredentialTokens
@@ -84,7 +84,7 @@ async def startup(ctx: dict[str, Any]) -> None:
         gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released, settings.redis_outage_seconds)
     store = Store.from_settings(data, settings, control=redis)
     require_secrets_key(registry, store.credentials.configured)
-    oauth_margin = settings.oauth_refresh_margin_seconds
+    oauth_margin = EXPIRY_MARGIN_SECONDS
     sealer = store.credentials.sealer if store.credentials.configured else None
     tenant_sessions = TenantSessions(settings.max_tenant_sessions, settings.tenant_session_idle_seconds)
     pool = SessionPool(

@@ -41,9 +41,7 @@ class Presented:
         put(self.value)
         self._sink = put
 
-    def update(
-        self, value: SecretStr, read: bytes, expires_at: float | None, refresh_at: float | None = None
-    ) -> None:
+    def update(self, value: SecretStr, read: bytes, expires_at: float | None, refresh_at: float | None = None) -> None:
         self.value, self.read, self.expires_at, self.refresh_at = value, read, expires_at, refresh_at
         self.checked = time.monotonic()
         if self._sink is not None:

@@ -22,6 +22,7 @@ from mcp_batch.settings import Settings
 from tests.oauth_flow import ALPHA, as_, authorize, follow_to_service, oauth_backend, oauth_settings, stored
 from tests.span_sink import in_memory
 from tests.support import eventually, run_batch, running_service
+from worker.credentials import EXPIRY_MARGIN_SECONDS
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -88,7 +89,7 @@ async def test_no_code_state_verifier_token_or_client_secret_leaks(
             secrets["refresh token"] = first.refresh_token.get_secret_value()
 
             async def due() -> bool:
-                return refresh_due(first, oauth.oauth_refresh_margin_seconds)
+                return refresh_due(first, EXPIRY_MARGIN_SECONDS)
 
             await eventually(due, what="the token's refresh time", timeout=10)
             document = await run_batch(alpha, whoami(5))  # refreshes the token first
