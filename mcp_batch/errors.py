@@ -5,6 +5,7 @@ MCPBatchError
  ├── BatchNotFound                no batch with that id (or it expired)
  │    └── ItemNotFound            the batch has no item with that id
  ├── CredentialNotFound           the tenant holds no credential for that server
+ │    └── ServerNotFound          no such server for the caller's key (connecting it)
  ├── SealBroken                   a stored credential opens under none of the secrets keys
  ├── Backpressure                 too many items are queued or running; try again after `retry_after`
  │    └── StoredBytesCeiling      the tenant's stored batches would pass its ceiling of bytes
@@ -68,6 +69,14 @@ class CredentialNotFound(MCPBatchError):
 
     def __init__(self, server: str) -> None:
         super().__init__(f"no credential is set for server {server!r}")
+        self.server = server
+
+
+class ServerNotFound(CredentialNotFound):
+    """No server of that name is configured for the caller's key (connecting one answers as a missing credential)."""
+
+    def __init__(self, server: str) -> None:
+        MCPBatchError.__init__(self, f"no server named {server!r} is configured for this key")
         self.server = server
 
 

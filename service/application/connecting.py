@@ -33,7 +33,7 @@ from mcp_batch.backends.servers_file import HttpBackend, OAuthAuth
 from mcp_batch.credentials import flow_state, grants
 from mcp_batch.credentials.discovery import Discovery, discover
 from mcp_batch.credentials.record import OAuthClient
-from mcp_batch.errors import Conflict, InvalidBatch, OAuthGrantRefused, OAuthUnavailable, Problem, SealBroken
+from mcp_batch.errors import Conflict, OAuthGrantRefused, OAuthUnavailable, SealBroken, ServerNotFound
 from mcp_batch.records import iso
 from mcp_batch.store.cursor_secret import cursor_secret
 from mcp_batch.tenants import Caller, Right, require
@@ -75,9 +75,8 @@ def redirect_uri(services: Services) -> str:
 
 def _oauth_backend(services: Services, caller: Caller, server: str) -> tuple[HttpBackend, OAuthAuth]:
     backend = services.registry.get(server)
-    if backend is None or not caller.may_call(server):
-        problem = Problem(("path", "server"), f"no server named {server!r} is configured for this caller", "not_found")
-        raise InvalidBatch([problem])
+    if backend is None or not caller.may_call(server):  # a server the key may not call is as missing as none
+        raise ServerNotFound(server)
     if not isinstance(backend, HttpBackend) or not isinstance(backend.auth, OAuthAuth):
         raise Conflict(f"server {server!r} does not use OAuth: give its credential with PUT /v1/credentials/{server}")
     return backend, backend.auth

@@ -24,7 +24,7 @@ _PAGE_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", 
 _CONNECT_RESPONSES: dict[int | str, dict[str, Any]] = {
     **AUTH_RESPONSES,
     409: {"model": ErrorDetail, "description": "The server does not use OAuth, or MCP_BATCH_PUBLIC_URL is unset."},
-    422: {"model": ErrorDetail, "description": "No such server is configured for this key."},
+    404: {"model": ErrorDetail, "description": "No such server is configured for this key."},
     502: {"model": ErrorDetail, "description": "The server's authorization could not be discovered or used."},
 }
 

@@ -163,7 +163,7 @@ async def test_connecting_needs_the_credentials_right_and_an_oauth_server(base_u
         refused = await reader.post("/v1/credentials/guarded/connect")
         unknown = await alpha.post("/v1/credentials/nowhere/connect")
     assert refused.status_code == 403 and "'credentials' right" in refused.text
-    assert unknown.status_code == 422 and "nowhere" in unknown.text
+    assert unknown.status_code == 404 and "nowhere" in unknown.text
 
 
 @pytest.mark.parametrize("how", ["pre-registered", "metadata document"])
