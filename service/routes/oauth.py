@@ -39,12 +39,21 @@ async def connect(server: str, services: ServicesDep, caller: CallerDep) -> Conn
     return await connecting.connect(services, caller, server)
 
 
+_REFUSED: dict[int | str, dict[str, Any]] = {
+    403: {"content": {"text/html": {}}, "description": "An HTML page saying why the link is refused."}
+}
+
+
 @router.get(
-    "/v1/oauth/start", summary="Start a connect a waiting call asked for", response_class=HTMLResponse, status_code=302
+    "/v1/oauth/start",
+    summary="Start a connect a waiting call asked for",
+    response_class=HTMLResponse,
+    status_code=302,
+    responses={302: {"description": "To the authorization server."}, **_REFUSED},
 )
 async def oauth_start(services: ServicesDep, ticket: str = "") -> Response:
     """The link of a call waiting on its tenant to connect an OAuth backend (a URL-mode question of its batch): a
-    redirect (302) to the authorization server, as the connect route's URL; a page saying why not (400) when the
+    redirect (302) to the authorization server, as the connect route's URL; a page saying why not (403) when the
     link is not genuine or its wait is over."""
     started = await connecting.start(services, ticket)
     if isinstance(started, ConnectStarted):
@@ -53,12 +62,15 @@ async def oauth_start(services: ServicesDep, ticket: str = "") -> Response:
 
 
 @router.get(
-    "/v1/oauth/callback", summary="Where the authorization server sends the browser back", response_class=HTMLResponse
+    "/v1/oauth/callback",
+    summary="Where the authorization server sends the browser back",
+    response_class=HTMLResponse,
+    responses=_REFUSED,
 )
 async def oauth_callback(
     services: ServicesDep, code: str | None = None, state: str | None = None, error: str | None = None
 ) -> HTMLResponse:
-    """Finish a connect: a page saying the server is connected (200), or why the link was refused (400): a state
+    """Finish a connect: a page saying the server is connected (200), or why the link was refused (403): a state
     this service did not issue, one already used or expired, or the authorization server's refusal."""
     return _page(await connecting.callback(services, code, state, error))
 
@@ -68,4 +80,4 @@ def _page(outcome: CallbackOutcome) -> HTMLResponse:
         f"<!doctype html><html><head><meta charset=utf-8><title>{html.escape(outcome.title)}</title></head>"
         f"<body><h1>{html.escape(outcome.title)}</h1><p>{html.escape(outcome.message)}</p></body></html>"
     )
-    return HTMLResponse(body, status_code=200 if outcome.connected else 400, headers=_PAGE_HEADERS)
+    return HTMLResponse(body, status_code=200 if outcome.connected else 403, headers=_PAGE_HEADERS)

@@ -90,7 +90,7 @@ async def test_the_callback_refuses_a_replayed_state(base_url: str, redis: aiore
     assert (await follow_to_service(base_url, back)).status_code == 200
     await stored(redis).delete("alpha", "guarded")
     again = await follow_to_service(base_url, back)
-    assert again.status_code == 400 and "already used or has expired" in again.text
+    assert again.status_code == 403 and "already used or has expired" in again.text
     assert await stored(redis).get("alpha", "guarded") is None
 
 
@@ -98,8 +98,8 @@ async def test_the_callback_refuses_a_state_it_did_not_issue(base_url: str) -> N
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as browser:
         forged = await browser.get("/v1/oauth/callback", params={"code": "code_x", "state": "made.up"})
         missing = await browser.get("/v1/oauth/callback", params={"code": "code_x"})
-    assert forged.status_code == 400 and "not issued by this service" in forged.text
-    assert missing.status_code == 400 and "no state" in missing.text
+    assert forged.status_code == 403 and "not issued by this service" in forged.text
+    assert missing.status_code == 403 and "no state" in missing.text
 
 
 async def test_the_callback_refuses_another_tenants_state(base_url: str, redis: aioredis.Redis) -> None:
@@ -113,7 +113,7 @@ async def test_the_callback_refuses_another_tenants_state(base_url: str, redis: 
     state = parse_qs(urlparse(betas).query)["state"][0]
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as browser:
         crossed = await browser.get("/v1/oauth/callback", params={"code": code, "state": state})
-    assert crossed.status_code == 400 and "refused by its authorization server (invalid_grant)" in crossed.text
+    assert crossed.status_code == 403 and "refused by its authorization server (invalid_grant)" in crossed.text
     assert await stored(redis).get("beta", "guarded") is None
     assert await stored(redis).get("alpha", "guarded") is None
 
@@ -132,7 +132,7 @@ async def test_the_callback_refuses_a_state_past_its_time(
 
     await eventually(gone, what="the state's record expired", timeout=10)
     late = await follow_to_service(base_url, back)
-    assert late.status_code == 400 and "already used or has expired" in late.text
+    assert late.status_code == 403 and "already used or has expired" in late.text
 
 
 async def test_the_callback_refuses_a_flow_without_a_pkce_verifier(base_url: str, redis: aioredis.Redis) -> None:
@@ -146,7 +146,7 @@ async def test_the_callback_refuses_a_flow_without_a_pkce_verifier(base_url: str
     )
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as browser:
         page = await browser.get("/v1/oauth/callback", params={"code": "code_x", "state": state})
-    assert page.status_code == 400 and "no PKCE verifier" in page.text
+    assert page.status_code == 403 and "no PKCE verifier" in page.text
 
 
 async def test_a_denied_consent_connects_nothing(base_url: str, redis: aioredis.Redis) -> None:
@@ -154,7 +154,7 @@ async def test_a_denied_consent_connects_nothing(base_url: str, redis: aioredis.
         started = await alpha.post("/v1/credentials/guarded/connect")
         back = await authorize(started.json()["authorization_url"], "alice", approve=False)
     page = await follow_to_service(base_url, back)
-    assert page.status_code == 400 and "access_denied" in page.text
+    assert page.status_code == 403 and "access_denied" in page.text
     assert await stored(redis).get("alpha", "guarded") is None
 
 

@@ -88,4 +88,4 @@ async def test_a_declined_connection_ends_the_call_unauthenticated(base_url: str
 async def test_a_start_link_that_is_not_genuine_is_refused(base_url: str) -> None:
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as browser:
         page = await browser.get("/v1/oauth/start", params={"ticket": "e30.forged"})
-    assert page.status_code == 400 and "not genuine or has expired" in page.text
+    assert page.status_code == 403 and "not genuine or has expired" in page.text
