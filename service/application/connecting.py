@@ -42,6 +42,7 @@ from service.application.services import Services
 CALLBACK_PATH = "/v1/oauth/callback"
 _GRANTS = ["authorization_code", "refresh_token"]
 _HTTP_SECONDS = 15.0  # each request to the backend or its authorization server
+_REFUSED = "Not connected"  # the title of every page refusing a link
 
 
 class ConnectStarted(BaseModel):
@@ -190,9 +191,6 @@ async def _client(
         server, sealer.seal(flow_state.sealable(registered), "", f"oauth-client:{server}")
     )
     return client
-
-
-_REFUSED = "Not connected"
 
 
 async def callback(services: Services, code: str | None, state: str | None, error: str | None) -> CallbackOutcome:
