@@ -26,6 +26,11 @@ class ServerInfo(BaseModel):
     timeout_seconds: float
     max_concurrency: int | None
     rate_limit: dict[str, float] | None
+    auth: str | None = Field(
+        None,
+        description="Whose credential its calls carry: null (the operator's), `tenant` (each tenant's own secret: "
+        "`PUT /v1/credentials/{server}`), `oauth` (each tenant's grant), `oauth_client_credentials` (the service's).",
+    )
     in_flight: int | None = Field(None, description="Calls in flight now, all workers (when max_concurrency is set).")
     rate_tokens_available: float | None = Field(
         None, description="Calls that could start now without waiting (when a rate limit is set)."

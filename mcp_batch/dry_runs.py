@@ -88,9 +88,21 @@ class Estimate(BaseModel):
     )
 
 
+class ConnectNeeded(BaseModel):
+    """A server the batch calls that takes the tenant's own credential, which it has not given (or which no longer
+    works): its calls would end `unauthenticated`."""
+
+    server: str
+    connect: str = Field(description="The route that gives it: `PUT /v1/credentials/{server}` or `POST .../connect`.")
+    reason: str = Field(description="`missing` (none set) or `needs_connect` (the OAuth grant no longer works).")
+
+
 class DryRun(BaseModel):
     """Answer of `POST /v1/batches:validate`: nothing was stored or queued."""
 
     valid: bool = Field(description="True when every call would be dispatched.")
     results: list[DryRunItem]
+    connect: list[ConnectNeeded] = Field(
+        default_factory=list, description="Servers the tenant must give a credential for before the batch can run."
+    )
     estimate: Estimate | None = Field(None, description="How long the batch would take (docs/api.md, the method).")

@@ -4,6 +4,9 @@ MCPBatchError
  ├── ConfigError                  the servers file (or an environment variable it names) is wrong: start-up stops
  ├── BatchNotFound                no batch with that id (or it expired)
  │    └── ItemNotFound            the batch has no item with that id
+ ├── CredentialNotFound           the tenant holds no credential for that server
+ │    └── ServerNotFound          no such server for the caller's key (connecting it)
+ ├── SealBroken                   a stored credential opens under none of the secrets keys
  ├── Backpressure                 too many items are queued or running; try again after `retry_after`
  │    ├── TenantBackpressure      the tenant's own unfinished items are at its key's ceiling
  │    └── StoredBytesCeiling      the tenant's stored batches would pass its ceiling of bytes
@@ -17,16 +20,19 @@ MCPBatchError
  │    ├── IdempotencyInProgress   the first request with that key is still storing its batch
  │    ├── BatchAlreadyFinished    the batch has ended, so it cannot be cancelled
  │    ├── BatchNotEnded           the batch has not ended, so it cannot be deleted (cancel it first)
+ │    ├── CredentialNotAccepted   the server takes no secret from the tenant (the message says what it takes)
  │    └── NotRetryable            the batch cannot be retried (the message says why)
  │         ├── BatchNotFinished   it has not finished yet
  │         └── NothingToRetry     every item succeeded
  ├── ReplicaWaitFailed            a write's claim did not reach the replicas asked for in time (worker side): the call
  │                                is not sent
+ ├── OAuthUnavailable             an OAuth backend's authorization server could not be found or used
+ ├── OAuthGrantRefused            the authorization server refused a code or refresh token: connect again
  └── BackendError                 a backend could not be reached or broke mid-call (worker side); `transient` when
       │                           the same call may well succeed if sent again (the connection broke, HTTP 5xx)
       ├── BackendTimeout          the backend did not answer within the call's timeout (never transient)
       ├── BackendThrottled        the backend answered 429 (always transient)
-      └── BackendUnauthenticated  a streamable-HTTP backend refused the credentials (never transient)
+      └── BackendUnauthenticated  the backend refused the credentials, or the tenant has none (never transient)
 """
 
 from __future__ import annotations
@@ -57,6 +63,26 @@ class ItemNotFound(BatchNotFound):
         MCPBatchError.__init__(self, f"batch {batch_id!r} has no item {item_id!r}")
         self.batch_id = batch_id
         self.item_id = item_id
+
+
+class CredentialNotFound(MCPBatchError):
+    """The tenant holds no credential for the server."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__(f"no credential is set for server {server!r}")
+        self.server = server
+
+
+class ServerNotFound(CredentialNotFound):
+    """No server of that name is configured for the caller's key (connecting one answers as a missing credential)."""
+
+    def __init__(self, server: str) -> None:
+        MCPBatchError.__init__(self, f"no server named {server!r} is configured for this key")
+        self.server = server
+
+
+class SealBroken(MCPBatchError):
+    """A sealed value that no configured key opens (its key was removed, or it was moved or altered)."""
 
 
 class Backpressure(MCPBatchError):
@@ -142,6 +168,10 @@ class BatchNotEnded(Conflict):
         )
         self.batch_id = batch_id
         self.status = status
+
+
+class CredentialNotAccepted(Conflict):
+    """The server takes no secret from the tenant: its credential is the operator's, or comes from an OAuth connect."""
 
 
 class IdempotencyConflict(Conflict):
@@ -235,9 +265,14 @@ class BackendThrottled(BackendError):
 
 
 class BackendUnauthenticated(BackendError):
-    """A streamable-HTTP backend answered 401 or 403: the configured credentials were refused."""
+    """The backend refused the credentials (HTTP 401 or 403), or the tenant has none for it; `connect` names the
+    route that gives it one, when the credential is the tenant's."""
 
     code = "backend_unauthenticated"
+
+    def __init__(self, message: str, connect: str | None = None) -> None:
+        super().__init__(message)
+        self.connect = connect
 
 
 class ReplicaWaitFailed(MCPBatchError):
@@ -251,3 +286,16 @@ class ReplicaWaitFailed(MCPBatchError):
             "sent, so it cannot have run: retry the batch to run it"
         )
         self.acked, self.wanted, self.timeout = acked, wanted, timeout
+
+
+class OAuthUnavailable(MCPBatchError):
+    """An OAuth-protected backend's authorization server could not be found or used (`reason` says which step
+    failed, never a token or a code); connecting can be tried again."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(f"server {server!r}: {reason}")
+        self.server, self.reason = server, reason
+
+
+class OAuthGrantRefused(MCPBatchError):
+    """The authorization server refused a grant (a code, a refresh token): the tenant must connect again."""

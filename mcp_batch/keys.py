@@ -43,6 +43,18 @@ Per tenant, tag = the tenant:
                                          keys expire; each submit releases those whose time has come
     {p}:tenant:{t}:meta:{sha256}  zset    the tenant's batch ids with one metadata pair (the hash of its key and
                                          value), scored as its batches: a listing filtered by that pair
+    {p}:credentials:{t}       hash    server -> the tenant's credential for it, sealed whole (credentials/sealing.py:
+                                      AES-256-GCM, the tenant and server as associated data); no TTL
+    {p}:credentials:{t}:lock:{server}  string  held while one worker refreshes the tenant's OAuth token for the
+                                      server, so a rotating refresh token is spent once; expires on its own
+Per OAuth flow and machine identity:
+    {p}:oauth-state:{sha256}  string  a connect flow's pending state (sealed), by the state's hash; single-use,
+                                      expires in minutes
+    {p}:oauth-machine:{server}  string  the service's own client-credentials token for the server (sealed)
+    {p}:oauth-client:{server}  string  the client registered dynamically (RFC 7591) at the server's authorization
+                                      server, with the redirect URI it was registered for (sealed): reused by every
+                                      tenant's connect
+    {p}:credential-tenants    set     tenants that hold credentials (what `mcp-batch credentials rotate` walks)
 Control plane (MCP_BATCH_REDIS_URL: one Redis, standalone or Sentinel; a few commands per shard job, none per item):
     {p}:jobs                  zset    shard job id -> its lease expiry (ms, this Redis's clock): the index the
                                       recovery sweep reads; the batch's `lease:<job>` decides
@@ -62,6 +74,7 @@ other's messages.
     {p}:events:wake           channel published after each enqueue, so idle workers poll at once
     {p}:events:released       channel a server name, published when one of its leases is released
     {p}:events:cancel         channel a batch id, published when the batch is cancelled
+    {p}:events:credentials    channel a tenant, published when it sets or deletes a credential (sessions re-check)
 arq's own keys (its prefix, not ours): `arq:job:{job}` (the queued job) and `arq:in-progress:{job}`.
 """
 
@@ -221,6 +234,26 @@ class Keys:
     def tenant_stored_until(self, tenant: str) -> str:
         return self._tagged("tenant", tenant, ":stored_until")
 
+    def credentials(self, tenant: str) -> str:
+        return self._tagged("credentials", tenant)
+
+    def credential_lock(self, tenant: str, server: str) -> str:
+        return self._tagged("credentials", tenant, f":lock:{server}")  # server names are [A-Za-z0-9_.-]
+
+    @property
+    def credential_tenants(self) -> str:
+        return f"{self.prefix}:credential-tenants"
+
+    def oauth_state(self, state: str) -> str:
+        """A connect flow's pending state, by its hash: the state itself is a secret and never a key name."""
+        return self._tagged("oauth-state", hashlib.sha256(state.encode()).hexdigest())
+
+    def oauth_machine(self, server: str) -> str:
+        return self._tagged("oauth-machine", server)
+
+    def oauth_client(self, server: str) -> str:
+        return self._tagged("oauth-client", server)
+
     def leases(self, server: str) -> str:
         return self._tagged("leases", server)
 
@@ -252,6 +285,10 @@ class Keys:
     @property
     def released_channel(self) -> str:
         return self._channel("released")
+
+    @property
+    def credentials_channel(self) -> str:
+        return f"{self.prefix}:events:credentials"
 
     @property
     def cancel_channel(self) -> str:

@@ -75,6 +75,7 @@ class ItemStatus(StrEnum):
     cancelled = "cancelled"
     expired = "expired"
     interrupted = "interrupted"
+    unauthenticated = "unauthenticated"  # no usable credential of the tenant's for the backend, or refused: not sent
 
 
 TERMINAL_ITEM = frozenset(set(ItemStatus) - {ItemStatus.pending, ItemStatus.running, ItemStatus.input_required})
@@ -297,6 +298,9 @@ class Counts(BaseModel):
     input_required: int = Field(0, description="Running items waiting for the caller's answer (not in `running`).")
     cancelled: int = 0
     expired: int = 0
+    unauthenticated: int = Field(
+        0, description="Failed items whose backend needs a credential the tenant has not given (also in `failed`)."
+    )
 
 
 class BackendLimits(BaseModel):

@@ -46,6 +46,7 @@ class InputKind(StrEnum):
 
     elicitation = "elicitation"  # elicitation/create, form mode: content the caller fills in
     sampling = "sampling"  # sampling/createMessage: a message from the caller's model (it may cost money)
+    connect = "connect"  # elicitation/create, URL mode: open the URL to connect an OAuth backend, then accept
 
 
 class InputRequest(BaseModel):

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import SettingsConfigDict
 
 from mcp_batch.host_policy import host_entry, origin_entry
-from mcp_batch.issuers import OAuthIssuer, public_url_entry
 from mcp_batch.redis_urls import database_of
+from mcp_batch.sign_in_settings import SignInSettings
 from mcp_batch.webhook_urls import allow_entry
 
 if TYPE_CHECKING:
     from mcp_batch.keys import Keys
 
 
-class Settings(BaseSettings):
+class Settings(SignInSettings):
     """Everything configurable; built once at start-up and passed down."""
 
     model_config = SettingsConfigDict(env_prefix="MCP_BATCH_", env_nested_delimiter="__", extra="ignore")
@@ -51,16 +51,6 @@ class Settings(BaseSettings):
         None,
         description="Path of the keys file (JSON): SHA-256 hashes of API keys with their tenants and rights "
         "(`mcp-batch keys new` makes entries), and the tenants section; needed with `keys`, optional with `oauth`.",
-    )
-    oauth_issuers: list[OAuthIssuer] = Field(
-        default_factory=list,
-        description='The identity providers whose access tokens are accepted (auth `oauth`): a JSON list of `{"issuer",'
-        ' "audience"?, "tenant_claim"?, "scopes"?, ...}` (every field: docs/operations.md, "Signing in with OAuth").',
-    )
-    public_url: Annotated[str | None, AfterValidator(public_url_entry)] = Field(
-        None,
-        description="The URL callers reach the service at (`https://batches.example.com`): the resource its Protected "
-        "Resource Metadata names and the default audience of tokens; needed when auth includes `oauth`.",
     )
 
     allowed_hosts: list[str] = Field(
@@ -376,13 +366,7 @@ class Settings(BaseSettings):
         description="Address a worker's Prometheus metrics listen on: loopback unless set (a container scraped from "
         "its network sets 0.0.0.0).",
     )
-    # What a caller sees of an item: cursors into truncated items, sessions opened ahead of the first batch.
-    cursor_secret: SecretStr | None = Field(
-        None,
-        description="Secret the `next_cursor` of truncated items is signed with (HMAC-SHA256; a key is derived from "
-        "it). Give every API and worker the same one. Unset: a random key is made once and kept in Redis (shared by "
-        "every process using that Redis), so cursors stop verifying if Redis loses its data.",
-    )
+    # Sessions opened ahead of the first batch.
     warm_sessions: bool = Field(
         True,
         description="When a worker starts, open a session to every configured backend in the background (never "

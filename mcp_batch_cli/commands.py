@@ -20,6 +20,7 @@ from mcp_batch.settings import Settings
 from mcp_batch.tenants import KeyEntry, new_key
 from mcp_batch_cli.client_parsers import HelpFormatter, add_client_commands, command
 from mcp_batch_cli.command_errors import CommandError
+from mcp_batch_cli.credentials import add_credential_commands
 from mcp_batch_cli.plain_text import printable
 from mcp_batch_cli.questions import add_question_commands
 
@@ -190,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_process_commands(sub)
     add_client_commands(sub)
     add_question_commands(sub)
+    add_credential_commands(sub)
     return parser
 
 

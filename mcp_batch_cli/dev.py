@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import httpx
 import uvicorn
 
+from mcp_batch.credentials.sealing import new_key as new_secrets_key
 from mcp_batch.errors import ConfigError
 from mcp_batch.settings import Settings
 from mcp_batch_cli import discovery, private_redis
@@ -136,6 +137,8 @@ async def run_dev(host: str, port: int) -> None:
         servers = Path(os.environ.get("MCP_BATCH_SERVERS", workdir / "servers.json"))
         if "MCP_BATCH_SERVERS" not in os.environ:
             servers.write_text(json.dumps(DEV_SERVERS, indent=2))  # noqa: ASYNC240 - start-up
+        # Credentials set in this session are sealed under a key of its own (they do not open in the next one).
+        os.environ.setdefault("MCP_BATCH_SECRETS_KEYS", json.dumps([new_secrets_key()]))
         settings = Settings(redis_url=redis_url, servers=servers, auth="none")
         claim.update(redis_url, str(servers))
 

@@ -21,8 +21,23 @@ from mcp_batch_cli.terminal import print_table
 DONE, FAILED, INVALID, NOT_OK, NOT_ENDED, INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 # The counts in the order a person looks for them: what went wrong first, what went right last.
-_COUNT_ORDER = ("failed", "cancelled", "expired", "skipped", "input_required", "running", "pending", "succeeded")
-_COUNT_WORDS = {"input_required": "waiting for an answer", "succeeded": "ok"}
+_COUNT_ORDER = (
+    "failed",
+    "unauthenticated",
+    "cancelled",
+    "expired",
+    "skipped",
+    "input_required",
+    "running",
+    "pending",
+    "succeeded",
+)
+# `unauthenticated` items are among the failed too: said apart, since the fix is the tenant's (`credentials set`).
+_COUNT_WORDS = {
+    "input_required": "waiting for an answer",
+    "succeeded": "ok",
+    "unauthenticated": "of them unauthenticated",
+}
 
 
 def duration(seconds: float | None) -> str:

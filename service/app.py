@@ -14,8 +14,10 @@ from fastapi_offline import FastAPIOffline
 
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
-from mcp_batch.backends.servers_file import load_servers
+from mcp_batch.backends.servers_file import load_servers, require_secrets_key
 from mcp_batch.contract.item_cursors import CursorKey
+from mcp_batch.credentials.grants import GrantRevoker
+from mcp_batch.credentials.sealing import Sealer
 from mcp_batch.host_policy import HostPolicy, authority
 from mcp_batch.issuers import oauth_complete
 from mcp_batch.models import ErrorDetail
@@ -38,7 +40,7 @@ from service.middleware import BodyLimit, RequestMetrics, StorageUnavailable
 from service.oauth import resource
 from service.oauth.resource import MCP_PATH, ResourceFace, face_scopes
 from service.oauth.tokens import TokenCheck
-from service.routes import batches, dashboard, dashboard_sign_in, health, questions, servers
+from service.routes import batches, credentials, dashboard, dashboard_sign_in, health, oauth, questions, servers
 from service.routes import scrape as metrics_routes
 from service.routes import stream as events
 from service.routes.dashboard import content_security_policy
@@ -61,6 +63,9 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     keyring = None if settings.auth == "none" else load_keys(settings.keys, required="keys" in settings.auth)
     issuers_http = httpx.AsyncClient(timeout=_ISSUER_TIMEOUT, follow_redirects=False)
     tokens, face = sign_in_by_token(settings, keyring, issuers_http)
+    # A bad MCP_BATCH_SECRETS_KEYS, or none with backends that take tenants' credentials, stops start-up too.
+    require_secrets_key(registry, Sealer.from_setting(settings.secrets_keys) is not None)
+    keyring = None if settings.auth == "none" else load_keys(settings.keys)  # a bad keys file stops start-up too
     keys = settings.key_names
     mcp = build_mcp_server(lambda: app.state.services, settings)
     metrics = ApiMetrics()
@@ -84,6 +89,7 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
             leases=LeaseSemaphore(data, keys, control=redis),
             cursors=CursorKey(await cursor_secret(redis, keys, settings.cursor_secret)),
             metrics=metrics,
+            revoker=GrantRevoker(settings.connect_timeout_seconds),
         )
         try:
             # Routes have no lifespan of their own: the MCP session manager runs (and stops, before Redis closes) here.
@@ -127,6 +133,8 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
         dashboard_sign_in.router,  # before dashboard's /ui/{name}
         dashboard.router,
         resource.router,
+        credentials.router,
+        oauth.router,
     ]
     routes = [route for router in routers for route in router.routes]
     app.state.routes = routes  # a 405's Allow names the methods of every route of the path (http_errors)

@@ -28,10 +28,13 @@ from mcp_batch.errors import (
     BatchNotEnded,
     BatchNotFound,
     Conflict,
+    CredentialNotFound,
     Forbidden,
     HostNotAllowed,
     InvalidBatch,
     InvalidCursor,
+    OAuthUnavailable,
+    SealBroken,
     Unauthenticated,
 )
 from mcp_batch.tenants import Caller, Right
@@ -103,6 +106,15 @@ def install_error_handlers(app: FastAPI) -> None:
     async def not_found(_: Request, exc: BatchNotFound) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
 
+    @app.exception_handler(CredentialNotFound)
+    async def no_credential(_: Request, exc: CredentialNotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(SealBroken)
+    async def seal_broken(_: Request, exc: SealBroken) -> JSONResponse:
+        detail = "a stored credential opens under none of the service's secrets keys: the operator must restore the key"
+        return JSONResponse({"detail": detail}, status_code=500)
+
     @app.exception_handler(BatchAlreadyFinished)
     async def already_finished(_: Request, exc: BatchAlreadyFinished) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "status": exc.status}, status_code=409)
@@ -123,6 +135,10 @@ def install_error_handlers(app: FastAPI) -> None:
             allowed = allowed_methods(request.scope, getattr(request.app.state, "routes", []))
             exc = StarletteHTTPException(405, exc.detail, {**(exc.headers or {}), "Allow": ", ".join(allowed)})
         return await http_exception_handler(request, exc)
+
+    @app.exception_handler(OAuthUnavailable)
+    async def oauth_unavailable(_: Request, exc: OAuthUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=502)
 
     @app.exception_handler(Conflict)
     async def conflict(_: Request, exc: Conflict) -> JSONResponse:

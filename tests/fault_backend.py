@@ -2,7 +2,7 @@
 
 Tallies (`stats`), arrivals and calls in flight (`stamp`), invocations that ran twice (`tally`, `tally_write`,
 `held_write`, a write that answers once `let_go` names its key; and `a__write`, a read whose name holds the MCP
-door's proxy separator), HTTP
+door's proxy separator), whom a call came as (`whoami`: its Authorization header, or a stdio process's variable), HTTP
 statuses on demand (`refuse_next`, `fail_next`), a process that dies (`crash`), garbage on stdout (`garble`), a backend
 that stops answering (`hang`), answers full of terminal escapes (`hostile`), and, as command-line options, a token
 it requires and a banner before serving; with OTEL_* variables set it exports the MCP SDK's server spans (as
@@ -191,6 +191,16 @@ class RequireToken:
             await PlainTextResponse("unauthorized", status_code=401)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+@server.tool(annotations=READ)
+def whoami(ctx: Context, env: str = "TENANT_TOKEN") -> str:
+    """Whom the call came as: over HTTP the Authorization header it carried, over stdio this process's variable
+    `env` (a tenant's credential, so tests see that each call reaches the backend as its own tenant)."""
+    headers = ctx.headers
+    if headers is not None:
+        return headers.get("authorization", "")
+    return os.environ.get(env, "")
 
 
 @server.tool(annotations=READ)

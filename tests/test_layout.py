@@ -20,12 +20,14 @@ ALLOWED = {
     "bench": {"mcp_batch", "mcp_batch_cli"},
 }
 # Inside the shared library, folder by folder (its root's modules are the floor): the store hands back plain data and
-# the contract renders it; ops observes the store (metrics of its overview, spans of its claims).
+# the contract renders it; credentials (the record, sealing) sit under the store; ops observes the store (metrics of
+# its overview, spans of its claims).
 FOLDERS = {
     "mcp_batch": set(),
-    "mcp_batch.client": {"mcp_batch"},
+    "mcp_batch.client": {"mcp_batch", "mcp_batch.credentials"},
     "mcp_batch.backends": {"mcp_batch"},
-    "mcp_batch.store": {"mcp_batch", "mcp_batch.backends"},
+    "mcp_batch.credentials": {"mcp_batch", "mcp_batch.backends"},
+    "mcp_batch.store": {"mcp_batch", "mcp_batch.backends", "mcp_batch.credentials"},
     "mcp_batch.contract": {"mcp_batch", "mcp_batch.backends", "mcp_batch.store"},
     "mcp_batch.ops": {"mcp_batch", "mcp_batch.store"},
 }
@@ -140,7 +142,7 @@ def test_a_package_qualifies_its_modules_names_and_no_module_is_long() -> None:
 # and heartbeats), never arq's pool methods nor a key's name. The channels a listener subscribes to and the
 # durability probe are handed to the store's and ops' own objects at start-up, so those names may be passed on.
 ARQ_METHODS = {"enqueue_job", "all_job_results", "queued_jobs"}
-PASSED_ON = {"done_channel", "released_channel", "cancel_channel", "durability_probe", "prefix"}
+PASSED_ON = {"done_channel", "released_channel", "cancel_channel", "credentials_channel", "durability_probe", "prefix"}
 
 
 def _key_names() -> set[str]:

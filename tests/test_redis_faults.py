@@ -105,6 +105,7 @@ async def test_a_batch_runs_through_a_redis_restart_with_every_result_recorded_o
         "input_required": 0,
         "cancelled": 0,
         "expired": 0,
+        "unauthenticated": 0,
     }
     assert sorted(order) == list(range(200))  # each item finished exactly once
     assert sorted(item["index"] for item in lines) == list(range(200))

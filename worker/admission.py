@@ -68,6 +68,12 @@ class Admission:
     waited: float = 0.0
 
 
+def _own(tenant: str) -> str:
+    """The bucket of a tenant's own rate on a backend (`rate_limit_per_tenant`), apart from its share of the
+    backend's (`rate_share`): tenant names have no newline, so no tenant's share bucket is named so."""
+    return f"{tenant}\nown"
+
+
 class _Free:
     """The gate of a call that no limit holds back: nothing to book or release, only the call's metrics."""
 
@@ -108,16 +114,18 @@ class Gate:
         lease_seconds: float,
         share: tuple[str, float] | None = None,
         priority: tuple[str, Priority] | None = None,
+        tenant: str | None = None,
     ) -> AbstractAsyncContextManager[Admission]:
         """Hold a lease and a rate slot for one call; LimitWait if either is further away than `max_wait`.
 
         `share` (tenant, fraction): the call also takes a slot of that tenant's share of the backend's rate;
-        `priority` (tenant, priority): before all that, a call below `high` waits for its turn (worker/priority.py).
+        `priority` (tenant, priority): before all that, a call below `high` waits for its turn (worker/priority.py);
+        `tenant`: the call also takes a slot of that tenant's own rate on the backend (`rate_limit_per_tenant`).
         A backend with no limit, and no 429 to wait out, has nothing to book: its calls pass at once."""
-        limited = backend.max_concurrency or backend.rate_limit
+        limited = backend.max_concurrency or backend.rate_limit or backend.rate_limit_per_tenant
         if not limited and self._paused_until.get(server, 0.0) <= time.monotonic():
             return _Free(server)
-        return self._admit(server, backend, max_wait, lease_seconds, share, priority)
+        return self._admit(server, backend, max_wait, lease_seconds, share, priority, tenant)
 
     @asynccontextmanager
     async def _admit(
@@ -128,6 +136,7 @@ class Gate:
         lease_seconds: float,
         share: tuple[str, float] | None,
         priority: tuple[str, Priority] | None,
+        tenant: str | None = None,
     ) -> AsyncIterator[Admission]:
         start = time.monotonic()
         turn: Turn | None = None  # the call's turn among its tenant's priorities, and how near a slot it may book
@@ -147,6 +156,11 @@ class Gate:
                 if not mine.granted:
                     raise LimitWait("a slot of the tenant's share of the rate limit", mine.wait)
                 wait = mine.wait
+            if backend.rate_limit_per_tenant and tenant is not None:
+                own = await self._reserve(server, backend.rate_limit_per_tenant, start, max_wait, _own(tenant))
+                if not own.granted:
+                    raise LimitWait("a slot of the tenant's own rate limit on the backend", own.wait)
+                wait = max(wait, own.wait)
             if backend.rate_limit or self._paused_until.get(server, 0) > time.monotonic():
                 reservation = await self._reserve(server, backend.rate_limit, start, max_wait, None, near, turn)
                 if not reservation.granted:

@@ -19,6 +19,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import SERVER_INFO_META_KEY, CallToolResult
 
 from mcp_batch import records
+from mcp_batch.backends.servers_file import connect_route
 from mcp_batch.contract.checks import check_call, check_tool
 from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated, ReplicaWaitFailed
 from mcp_batch.models import ItemStatus, Priority
@@ -26,8 +27,9 @@ from mcp_batch.records import ErrorInfo, ItemRecord, error_info
 from mcp_batch.store.claims import Claim
 from worker import metrics
 from worker.admission import LimitWait
+from worker.backend_session import BackendSession
 from worker.questions import hold_seconds
-from worker.sessions import BackendSession, SessionPool
+from worker.sessions import SessionPool
 
 logger = logging.getLogger(__name__)
 _JITTER = random.Random()  # its own state: jitter never moves the random module's global one
@@ -51,11 +53,29 @@ def _failure(exc: BackendError, attempts: int) -> ErrorInfo:
     return error_info(exc.code, str(exc), "backend")
 
 
-async def _open(pool: SessionPool, server: str) -> BackendSession | ErrorInfo:
-    """The live session for `server`, or the error saying why none could be opened."""
+def _unauthenticated(exc: BackendUnauthenticated) -> ErrorInfo:
+    """The error of a call not sent for want of a credential (`connect`: the route that gives the tenant's)."""
+    if exc.connect is None:
+        return error_info(exc.code, str(exc), "backend")
+    return error_info(exc.code, str(exc), "backend", connect=exc.connect)
+
+
+async def _open(pool: SessionPool, server: str, tenant: str | None, asked: bool = False) -> BackendSession | ErrorInfo:
+    """The live session for `server` (the tenant's own, for a backend that takes its credential), or the error
+    saying why none could be opened. A batch that asks may have its tenant connect an OAuth backend first, once."""
     try:
-        return await pool.session(server)
+        return await pool.session(server, tenant)
     except BackendUnauthenticated as exc:  # the credentials, not the backend's health: say so
+        if exc.connect is not None:
+            wait = pool.connect_wait
+            if (
+                not asked
+                and wait is not None
+                and tenant is not None
+                and await wait.connected(server, tenant, exc.connect)
+            ):
+                return await _open(pool, server, tenant, asked=True)
+            return _unauthenticated(exc)
         return error_info(exc.code, f"could not open a session to {server!r}: {exc}", "backend")
     except BackendError as exc:  # the root cause, in words (backends/failures.py)
         return error_info("backend_unavailable", f"could not open a session to {server!r}: {exc}", "backend")
@@ -67,8 +87,8 @@ async def _open(pool: SessionPool, server: str) -> BackendSession | ErrorInfo:
 class _Call:
     """One item's call as it goes: when it started, the sends and waits so far, and its record once it ends."""
 
-    def __init__(self, claim: Claim, build: records.Builder) -> None:
-        self.claim, self._build = claim, build
+    def __init__(self, claim: Claim, build: records.Builder, tenant: str | None = None) -> None:
+        self.claim, self._build, self.tenant = claim, build, tenant
         self.started, self.clock = time.time(), time.monotonic()
         self.attempts: int | None = None  # None until the gate is reached: nothing was sent
         self.waited: float | None = None
@@ -98,6 +118,7 @@ async def run_call(
     batch_id: str = "",
     priority: tuple[str, Priority] | None = None,
     progress: ProgressFnT | None = None,
+    tenant: str | None = None,
 ) -> ItemRecord:
     """Run one item and return its result record (`build`: the item's record builder); never raises for a failure
     of the call itself.
@@ -105,9 +126,11 @@ async def run_call(
     `dispatched` is called just before the request is sent (from then on the call may have reached its backend),
     told whether the call may write (a tool neither read-only nor idempotent);
     `share` (tenant, fraction) holds the call to its tenant's share of the backend's rate limit; `priority` (tenant,
-    priority) to its turn among that tenant's calls; `progress` is handed each progress notification of the call.
+    priority) to its turn among that tenant's calls; `progress` is handed each progress notification of the call;
+    `tenant` is whose credential the call carries on a backend that takes the tenant's own (and whose per-tenant
+    rate it counts against).
     A recovered claim (its first worker stopped mid-call) runs again only for a read-only or idempotent tool."""
-    call = _Call(claim, build)
+    call = _Call(claim, build, tenant)
     session = await _ready(pool, call, read_only)
     if not isinstance(session, BackendSession):
         return session
@@ -147,12 +170,12 @@ async def _ready(pool: SessionPool, call: _Call, read_only: bool) -> BackendSess
     refusal = check_call(claim.server, claim.tool, claim.arguments, pool.registry.get(claim.server), pool.bounds)
     if refusal is not None:
         return call.done(refusal.status, refusal.error())
-    opening = None if pool.ready(claim.server) else time.monotonic()
-    session = await _open(pool, claim.server)
+    opening = None if pool.ready(claim.server, call.tenant) else time.monotonic()
+    session = await _open(pool, claim.server, call.tenant)
     if opening is not None:
         call.connecting = round(time.monotonic() - opening, 6)
     if not isinstance(session, BackendSession):
-        return call.done(ItemStatus.error, session)
+        return call.done(_status(session), session)
     refusal = check_tool(claim.server, claim.tool, claim.arguments, session.backend, session.tools, read_only)
     return call.done(refusal.status, refusal.error()) if refusal is not None else session
 
@@ -169,13 +192,13 @@ async def _send(
 ) -> CallToolResult | ItemRecord:
     """The backend's answer, once admitted under its limits (a transient failure of a repeatable call sent again
     after a backoff), or the record of the failure that ended it."""
-    claim, attempts = call.claim, 0
+    claim, attempts, refused = call.claim, 0, False
     timeout = claim.timeout_seconds or session.call_timeout
     lease_seconds = timeout + _LEASE_MARGIN + hold_seconds()  # a call held open for an answer keeps its lease
     while True:
         try:
             async with pool.gate.admit(
-                claim.server, session.backend, pool.max_limit_wait, lease_seconds, share, priority
+                claim.server, session.backend, pool.max_limit_wait, lease_seconds, share, priority, call.tenant
             ) as gate:
                 call.waited = round((call.waited or 0.0) + gate.waited, 6)
                 attempts = call.attempts = attempts + 1  # counted when sent: a call the gate turns away never was
@@ -188,6 +211,18 @@ async def _send(
             return call.done(ItemStatus.error, error_info("rate_limited", str(exc), "rate_limit", **details))
         except BackendTimeout as exc:  # never repeated: a slow backend given the call again gets twice the load
             return call.done(ItemStatus.timeout, error_info(exc.code, str(exc), "timeout", timeout_seconds=timeout))
+        except BackendUnauthenticated as exc:  # refused before it ran: sent once more with a new credential, if any
+            if refused:
+                return call.done(ItemStatus.unauthenticated, _unauthenticated(_with_route(exc, session)))
+            refused = True
+            try:
+                await pool.refused(session)
+            except BackendUnauthenticated as final:
+                return call.done(ItemStatus.unauthenticated, _unauthenticated(_with_route(final, session)))
+            reopened = await _open(pool, claim.server, call.tenant)
+            if not isinstance(reopened, BackendSession):
+                return call.done(_status(reopened), reopened)
+            session = reopened
         except BackendError as exc:
             if isinstance(exc, BackendThrottled):  # every worker holds back; the gate keeps this call out until then
                 await pool.gate.refused(claim.server, exc.retry_after or _DEFAULT_PAUSE)
@@ -195,10 +230,26 @@ async def _send(
                 return call.done(ItemStatus.error, _failure(exc, attempts))
             metrics.retried(claim.server, exc)
             await asyncio.sleep(backoff(attempts, pool.retry_base, pool.retry_max))
-            reopened = await _open(pool, claim.server)  # a broken session was closed: this opens a fresh one
+            reopened = await _open(pool, claim.server, call.tenant)  # a broken session was closed: a fresh one
             if not isinstance(reopened, BackendSession):
-                return call.done(ItemStatus.error, {**reopened, "details": {"attempts": attempts}})
+                details = {**(reopened["details"] or {}), "attempts": attempts}
+                return call.done(_status(reopened), {**reopened, "details": details})
             session = reopened
+
+
+def _status(error: ErrorInfo) -> ItemStatus:
+    """The status of an item whose session could not be had: `unauthenticated` when a credential is what is missing."""
+    return ItemStatus.unauthenticated if error["code"] == BackendUnauthenticated.code else ItemStatus.error
+
+
+def _with_route(exc: BackendUnauthenticated, session: BackendSession) -> BackendUnauthenticated:
+    """`exc`, naming the route that gives the tenant's credential when the session carried one."""
+    if exc.connect is not None or session.tenant is None:
+        return exc
+    route = connect_route(session.name, session.backend)
+    return BackendUnauthenticated(
+        f"{session.name!r} refused the tenant's credential (set it again with {route})", route
+    )
 
 
 def _answered(call: _Call, result: CallToolResult) -> ItemRecord:

@@ -40,6 +40,7 @@ class WorkerState:
     loops: list[asyncio.Task[None]] = field(default_factory=list)  # heartbeat, recovery, webhooks
     data: Redis | None = None  # the data plane's client, when it is not `redis` (closed at shut-down)
     latency: LatencySampler | None = None  # the calls' latencies, for the dry run's estimate
+    credential_changes: Listener | None = None  # a tenant set or deleted a credential: sessions re-check theirs
 
 
 def state(ctx: dict[str, Any]) -> WorkerState:

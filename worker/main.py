@@ -21,9 +21,10 @@ from mcp_batch import shards
 from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, LocalLeaseSemaphore, LocalRateLimiter, RateLimiter
 from mcp_batch.backends.priority import Priorities
-from mcp_batch.backends.servers_file import load_servers
+from mcp_batch.backends.servers_file import load_servers, require_secrets_key
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.contract.item_cursors import CursorKey
+from mcp_batch.credentials import flow_state
 from mcp_batch.ops import durability, logs, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.ops.replication import WriteGuard
@@ -38,15 +39,20 @@ from mcp_batch.store.queue import JOB_FUNCTION, Heartbeat, JobPick, queue_name, 
 from mcp_batch.store.sentinel import close_sentinels
 from worker import metrics
 from worker.admission import Gate
+from worker.connect_wait import ConnectWait
 from worker.context import STATE, WorkerState
+from worker.credentials import EXPIRY_MARGIN_SECONDS, TenantCredentials
 from worker.delivery import deliver_forever
 from worker.fair_pick import FairPick, tenant_job_slots
 from worker.latency import LatencySampler
+from worker.machine_tokens import ClientCredentialTokens
 from worker.priority import PriorityTurns
 from worker.recovery import recover_forever
 from worker.sessions import SessionPool
 from worker.stored_pages import CursorPages
 from worker.tasks import run_batch
+from worker.tenant_sessions import TenantSessions
+from worker.token_refresh import LockedRefresher
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +71,11 @@ async def startup(ctx: dict[str, Any]) -> None:
     await check_control(redis)
     data = await data_client(settings, redis)
     catalog = Catalog(data, keys, registry, settings.tools_refresh_seconds, settings.connect_timeout_seconds)
-    released, cancels, done = (
-        Listener(redis, c) for c in (keys.released_channel, keys.cancel_channel, keys.done_channel)
+    released, cancels, done, credential_changes = (
+        Listener(redis, c)
+        for c in (keys.released_channel, keys.cancel_channel, keys.done_channel, keys.credentials_channel)
     )
-    for listener in (released, cancels, done):
+    for listener in (released, cancels, done, credential_changes):
         await listener.start()
     if settings.limiter == "redis":
         limiter, semaphore = RateLimiter(data, keys), LeaseSemaphore(data, keys, control=redis)
@@ -77,6 +84,10 @@ async def startup(ctx: dict[str, Any]) -> None:
     else:
         gate = Gate(LocalRateLimiter(), LocalLeaseSemaphore(), released, settings.redis_outage_seconds)
     store = Store.from_settings(data, settings, control=redis)
+    require_secrets_key(registry, store.credentials.configured)
+    oauth_margin = EXPIRY_MARGIN_SECONDS
+    sealer = store.credentials.sealer if store.credentials.configured else None
+    tenant_sessions = TenantSessions(settings.max_tenant_sessions, settings.tenant_session_idle_seconds)
     pool = SessionPool(
         registry,
         catalog,
@@ -88,6 +99,13 @@ async def startup(ctx: dict[str, Any]) -> None:
         Bounds(settings.max_argument_bytes, settings.max_argument_depth),
         settings.retry_base_seconds,
         settings.retry_max_seconds,
+        TenantCredentials(
+            store.credentials,
+            refresher=LockedRefresher(store.credentials, store.oauth, oauth_margin, settings.connect_timeout_seconds),
+            machine=ClientCredentialTokens(store.oauth, sealer, oauth_margin, settings.connect_timeout_seconds),
+            margin=oauth_margin,
+        ),
+        tenant_sessions,
     )
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     # Bound in this (the worker's main) task's context, so every job, lane and loop started from here inherits them.
@@ -98,10 +116,14 @@ async def startup(ctx: dict[str, Any]) -> None:
     if guard.disk or guard.waits_for_replicas:  # a write is sent only once its claim is on replicas and disk
         pool.write_wait = SlotWait(guard, data, keys)
     worker_metrics = metrics.start(registry.names, settings.worker_metrics_port, settings.worker_metrics_host)
-    cursors = CursorKey(await cursor_secret(redis, keys, settings.cursor_secret))
+    secret = await cursor_secret(redis, keys, settings.cursor_secret)
+    cursors = CursorKey(secret)
+    if settings.public_url is not None and store.credentials.configured:  # a batch that asks may connect first
+        pool.connect_wait = ConnectWait(store.credentials, settings.public_url, flow_state.state_key(secret))
     pages = CursorPages(store, cursors, settings.response_max_bytes)
     state = WorkerState(settings, keys, redis, store, pool, worker_id, released, cancels, done, worker_metrics, pages)
     state.data = data
+    state.credential_changes = credential_changes
     state.latency = LatencySampler(store.latencies)
     heartbeat = store.queue.heartbeat(worker_id)
     await heartbeat.beat()  # live (and counted by /readyz) before the first job
@@ -109,6 +131,8 @@ async def startup(ctx: dict[str, Any]) -> None:
         asyncio.create_task(_beat_forever(heartbeat), name="heartbeat"),
         asyncio.create_task(recover_forever(state), name="recovery"),
         asyncio.create_task(deliver_forever(state), name="webhooks"),
+        asyncio.create_task(tenant_sessions.run_idle_closer(), name="idle-tenant-sessions"),
+        asyncio.create_task(tenant_sessions.run_rechecks(credential_changes), name="credential-changes"),
     ]
     if settings.warm_sessions:  # in the background: start-up never waits for a backend
         state.loops.append(asyncio.create_task(pool.warm(), name="warm-sessions"))
@@ -143,8 +167,9 @@ async def shutdown(ctx: dict[str, Any]) -> None:
     finally:
         await found.metrics.close()
         await found.pool.close()
-        for listener in (found.released, found.cancels, found.done):
-            await listener.stop()
+        for listener in (found.released, found.cancels, found.done, found.credential_changes):
+            if listener is not None:
+                await listener.stop()
         if isinstance(found.pool.write_wait, SlotWait):
             await found.pool.write_wait.close()
         if found.data is not None:

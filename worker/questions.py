@@ -105,6 +105,10 @@ class Seats:
     def leave(self, seat: _Seat) -> None:
         self._seated.remove(seat)
 
+    @property
+    def occupied(self) -> bool:
+        return bool(self._seated)
+
     def _seat(self) -> _Seat | None:
         asked = current.get()
         if asked is not None:  # the call's own task: an input_required round
@@ -158,7 +162,7 @@ class Seats:
         try:
             await batch.store.ask(batch.batch_id, index, stored, batch.wait_seconds)
             logger.info("item %d: the backend asked (%s); waiting up to %gs", index, kind.value, batch.wait_seconds)
-            raw = await _wait(batch, index, question_id)
+            raw = await answer_to(batch, index, question_id)
         except RedisError as exc:
             logger.warning("item %d: could not store or read a question: %s", index, type(exc).__name__)
             return None
@@ -171,7 +175,7 @@ class Seats:
         return answer
 
 
-async def _wait(batch: BatchQuestions, index: int, question_id: str) -> bytes | None:
+async def answer_to(batch: BatchQuestions, index: int, question_id: str) -> bytes | None:
     """The answer, or None once the wait runs out (the question withdrawn; an answer that raced it still counts)."""
     deadline = time.monotonic() + batch.wait_seconds
     try:

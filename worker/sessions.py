@@ -1,8 +1,7 @@
-"""One long-lived MCP client session per backend for a worker process, reopened when it breaks.
-
-Each session is owned by its own task, which enters and leaves the SDK client's context (anyio requires both in
-one task); items on any task call through it concurrently. A call that finds the session dead (the stdio process
-exited, the HTTP server went away) fails and the next call opens a fresh session.
+"""A worker's MCP client sessions: one per backend, shared by every tenant's calls when the backend's credential is
+the operator's (static headers or env, or the service's client-credentials token); one per (backend, tenant) when
+it is the tenant's own (`tenant` and `oauth` auth: worker/tenant_sessions.py). Opened lazily, reopened after a
+break; a session is worker/backend_session.py.
 """
 
 from __future__ import annotations
@@ -11,160 +10,22 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from mcp import Client
-from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, CallToolResult
-
-from mcp_batch.backend_info import ToolInfo
 from mcp_batch.backends.catalog import Catalog
-from mcp_batch.backends.connect import HttpOutcome, connect, http_outcome, list_tools
-from mcp_batch.backends.failures import describe
-from mcp_batch.backends.servers_file import Backend, Registry
+from mcp_batch.backends.connect import list_tools
+from mcp_batch.backends.presented import Presented
+from mcp_batch.backends.servers_file import Backend, HttpBackend, Registry, per_tenant
 from mcp_batch.contract.checks import Bounds
-from mcp_batch.errors import BackendError, BackendThrottled, BackendTimeout, BackendUnauthenticated
+from mcp_batch.errors import BackendError, BackendUnauthenticated
 from worker.admission import Gate
-from worker.backend_logs import BackendLogs
-from worker.questions import Seats, current
-from worker.tool_call import call_tool
+from worker.backend_session import BackendSession
+from worker.connect_wait import ConnectWait
+from worker.credentials import RECHECK_SECONDS, TenantCredentials
+from worker.tenant_sessions import TenantSessions
 
 logger = logging.getLogger(__name__)
 
-_STOP_SECONDS = 10.0  # longest a cancelled session's owner gets to close its client (the SDK kills within ~4 s)
 _PING_SECONDS = 5.0  # after a timeout, how long a backend has to prove it is still alive
-
-
-class BackendSession:
-    """A live client session to one backend, with its tool list."""
-
-    def __init__(self, name: str, backend: Backend, connect_timeout: float, call_timeout: float) -> None:
-        self.name = name
-        self.backend = backend
-        self.connect_timeout = connect_timeout
-        self.call_timeout = call_timeout
-        self.client: Client | None = None
-        self.tools: dict[str, ToolInfo] = {}
-        self.listed_at = 0.0  # when `tools` was last listed
-        self.suspect = False  # set when a call timed out; the next user pings before trusting the session
-        self.seats = Seats()  # the calls in flight, which a backend's question may be for
-        self._closing = asyncio.Event()
-        self._owner: asyncio.Task[None] | None = None
-        self.logs = BackendLogs(name)
-
-    async def open(self) -> None:
-        """Start the owner task and wait until the session is initialized and its tools are listed."""
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        # Read by whoever is waiting; one that gave up (a timeout, a cancel) must not leave it unretrieved.
-        ready.add_done_callback(lambda done: done.cancelled() or done.exception())
-        self._owner = asyncio.create_task(self._own(ready), name=f"mcp-session:{self.name}")
-        try:  # asyncio.timeout, not wait_for: on 3.11 wait_for loses a cancel that comes as `ready` resolves
-            async with asyncio.timeout(self.connect_timeout):
-                await asyncio.shield(ready)
-        except TimeoutError:
-            await self.close(wait=0.0)  # still starting: stop it now (a stdio process is reaped by its owner)
-            raise BackendError(f"the session did not open within {self.connect_timeout:g}s") from None
-        except BaseException:
-            await self.close(wait=0.0)
-            raise
-
-    async def _own(self, ready: asyncio.Future[None]) -> None:
-        outcome = HttpOutcome()
-        http_outcome.set(outcome)  # this task's own context: records a 401/403 answered to the handshake
-        current.set(None)  # copied from the item that opened it: a question on this task is no item's by that
-        try:
-            async with connect(
-                self.backend, self.call_timeout, self.seats, self.logs.received, self.logs.level
-            ) as client:
-                self.tools = {t.name: t for t in await list_tools(client)}
-                self.client = client
-                self.listed_at = time.monotonic()
-                ready.set_result(None)
-                await self._closing.wait()
-        except BaseException as exc:  # the owner must never die silently: hand the failure to open()
-            # connect() says why in words (a BackendError); anything else is a bug or a cancel, named by its type.
-            if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else BackendError("session cancelled"))
-            elif not isinstance(exc, asyncio.CancelledError):
-                said = str(exc) if isinstance(exc, BackendError) else type(exc).__name__
-                logger.warning("session to %s ended: %s", self.name, said)
-        finally:
-            self.client = None
-
-    async def close(self, wait: float = 5.0) -> None:
-        """End the session: its owner leaves the client's context within `wait` seconds, or is cancelled."""
-        self._closing.set()
-        owner, self._owner = self._owner, None
-        if owner is None or owner.done():
-            return
-        try:  # asyncio.wait, not wait_for: wait_for would wait without bound for a cancelled owner to finish
-            await asyncio.wait({owner}, timeout=wait)
-        finally:
-            if not owner.done():
-                owner.cancel()
-                # Bounded: a session cancelled while its process was still starting must not hold a stop forever.
-                await asyncio.wait({owner}, timeout=_STOP_SECONDS)
-                if not owner.done():
-                    logger.warning("session to %s did not stop; abandoning it", self.name)
-
-    @property
-    def alive(self) -> bool:
-        return self.client is not None and not self._closing.is_set()
-
-    async def call(
-        self, tool: str, arguments: dict[str, Any], timeout: float, progress: ProgressFnT | None = None
-    ) -> CallToolResult:
-        """Call a tool (`progress`: called with each progress notification of this call); BackendTimeout past
-        `timeout`, BackendError when the session broke."""
-        client = self.client
-        if client is None:  # another call broke it since this one was handed the session
-            raise BackendError(f"session to {self.name!r} is closed", transient=True)
-        outcome = HttpOutcome()
-        token = http_outcome.set(outcome)
-        item = self.logs.sending()
-        try:
-            async with asyncio.timeout(timeout) as timer:  # no extra task per call, unlike wait_for
-                seat = self.seats.sit(timer)
-                try:
-                    return await call_tool(client, tool, arguments, progress)
-                finally:
-                    self.seats.leave(seat)
-        except TimeoutError:
-            self.suspect = True
-            raise BackendTimeout(f"{self.name!r} did not answer {tool!r} within {timeout:g}s") from None
-        except MCPError as exc:
-            if exc.error.code == CONNECTION_CLOSED:
-                await self.close()
-                raise BackendError(f"connection to {self.name!r} closed during the call", transient=True) from None
-            if outcome.status == 429:
-                raise BackendThrottled(f"{self.name!r} refused the call (HTTP 429)", outcome.retry_after) from None
-            if outcome.status in (401, 403):
-                raise BackendUnauthenticated(f"{self.name!r} refused the credentials (HTTP {outcome.status})") from None
-            if outcome.status is not None:  # a 5xx is the backend's trouble of the moment; another 4xx is the call's
-                status = outcome.status
-                raise BackendError(f"{self.name!r} answered HTTP {status}", transient=status >= 500) from None
-            raise BackendError(f"{self.name!r} answered {tool!r} with protocol error {exc.error.code}") from None
-        except (OSError, EOFError, ConnectionError, BaseExceptionGroup) as exc:
-            await self.close()
-            said = describe(exc, self.backend, "the call was in flight")
-            raise BackendError(f"connection to {self.name!r} failed: {said}", transient=True) from None
-        finally:
-            http_outcome.reset(token)
-            self.logs.answered(item)
-
-    async def ping(self, timeout: float) -> bool:
-        client = self.client
-        if client is None:
-            return False
-        try:
-            async with asyncio.timeout(timeout):
-                await client.send_ping()
-        except MCPError:
-            return True  # it answered, if only to say it has no ping: alive
-        except Exception:
-            return False
-        return True
 
 
 class SessionPool:
@@ -182,6 +43,8 @@ class SessionPool:
         bounds: Bounds,
         retry_base: float = 0.2,
         retry_max: float = 5.0,
+        credentials: TenantCredentials | None = None,
+        tenant_sessions: TenantSessions | None = None,
     ) -> None:
         self.registry = registry
         self.bounds = bounds
@@ -195,14 +58,24 @@ class SessionPool:
         self.default_timeout = default_timeout
         # Set when a claim may have to reach replicas or the disk before a write is sent (ops/replication.py)
         self.write_wait: Callable[[str], Awaitable[None]] | None = None  # given the batch id
+        self.connect_wait: ConnectWait | None = (
+            None  # asks a tenant to connect an OAuth backend (worker/connect_wait.py)
+        )
         self._sessions: dict[str, BackendSession] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._refresh_seconds = catalog.refresh_seconds
+        self.credentials = credentials  # None: no backend takes a tenant's or a machine credential
+        self.tenants = TenantSessions(64, 300.0) if tenant_sessions is None else tenant_sessions
 
-    async def session(self, server: str) -> BackendSession:
-        """The live session for `server`, opening one if there is none (one opener at a time)."""
+    async def session(self, server: str, tenant: str | None = None) -> BackendSession:
+        """The live session for `server` (one opener at a time); for a backend that takes the tenant's own credential,
+        `tenant`'s session, opened with its credential (BackendUnauthenticated naming the route that gives one, when
+        the tenant has none: the call is never sent without)."""
+        backend = self.registry.get(server)
+        if backend is not None and per_tenant(backend):
+            return await self._tenant_session(server, backend, tenant)
         session = self._sessions.get(server)
-        if session is not None and self._usable(session) and self._fresh(session):
+        if session is not None and self._usable(session) and self._fresh(session) and not self._machine_due(session):
             return session
         async with self._locks.setdefault(server, asyncio.Lock()):
             session = self._sessions.get(server)
@@ -212,25 +85,131 @@ class SessionPool:
                 if session.suspect:
                     logger.warning("backend %s does not answer a ping after a timeout; reopening", server)
             if session is not None and self._usable(session):
+                if self._machine_due(session):
+                    await self._machine_token(session, renew=False)
                 if not self._fresh(session):
                     await self._refresh_tools(session)
                 return session
             if session is not None:
                 await session.close()
-            backend = self.registry.get(server)
             if backend is None:
                 raise KeyError(server)
-            session = BackendSession(
-                server, backend, self.connect_timeout, backend.timeout_seconds or self.default_timeout
-            )
+            presented = None
+            if backend.auth is not None and backend.auth.type == "oauth_client_credentials":
+                presented = Presented(await self._credentials.machine.token(server, backend))
+            session = self._new(server, backend, None, presented)
             await session.open()
             self._sessions[server] = session
             await self.catalog.put(server, list(session.tools.values()))
             return session
 
-    def ready(self, server: str) -> bool:
+    async def _tenant_session(self, server: str, backend: Backend, tenant: str | None) -> BackendSession:
+        if tenant is None:
+            raise BackendUnauthenticated(f"{server!r} takes each tenant's own credential: no tenant was given")
+        key = (server, tenant)
+        session = self.tenants.get(key)
+        if session is not None and self._usable(session) and self._fresh(session):
+            presented = session.presented
+            assert presented is not None
+            if not self._credentials.due(presented) or not await self._credentials.stale(tenant, presented, server):
+                return session
+        async with self.tenants.lock(key):
+            session = self.tenants.get(key)
+            if session is not None and session.suspect and session.alive:
+                session.suspect = not await session.ping(min(_PING_SECONDS, session.call_timeout))
+            try:
+                presented = await self._credentials.current(tenant, server, backend)
+            except BackendUnauthenticated:
+                self._forget(key)  # deleted or no longer usable: its session must not be used again
+                raise
+            if session is not None and self._usable(session) and self._present(session, presented):
+                if not self._fresh(session):
+                    await self._refresh_tools(session)
+                return session
+            self._forget(key)
+            session = self._new(server, backend, tenant, presented)
+            try:
+                await session.open()
+            except BackendUnauthenticated:  # refused at the handshake: a refreshed token, once
+                session = self._new(
+                    server, backend, tenant, await self._credentials.refused(tenant, server, backend, presented)
+                )
+                await session.open()
+            self.tenants.add(key, session)
+            await self.catalog.put(server, list(session.tools.values()))
+            return session
+
+    async def refused(self, session: BackendSession) -> None:
+        """The backend refused `session`'s credential during a call: put a new one in place for one more try (a
+        secret the tenant set meanwhile, a refreshed token, a new machine token), or BackendUnauthenticated."""
+        if session.tenant is not None and session.presented is not None:
+            key = (session.name, session.tenant)
+            async with self.tenants.lock(key):
+                try:
+                    fresh = await self._credentials.refused(
+                        session.tenant, session.name, session.backend, session.presented
+                    )
+                except BackendUnauthenticated:
+                    self._forget(key)
+                    raise
+                if not self._present(session, fresh):
+                    self._forget(key)  # a stdio process has its credential for life: the next call opens a new one
+            return
+        if session.backend.auth is not None and session.backend.auth.type == "oauth_client_credentials":
+            await self._machine_token(session, renew=True)
+            return
+        raise BackendUnauthenticated(f"{session.name!r} refused the service's credentials")
+
+    def _present(self, session: BackendSession, presented: Presented) -> bool:
+        """Make `session` present `presented`; False when it cannot without reopening (a stdio process's env)."""
+        current = session.presented
+        assert current is not None
+        if presented.read == current.read and presented.value == current.value:
+            current.expires_at, current.checked = presented.expires_at, presented.checked
+            current.refresh_at = presented.refresh_at
+            return True
+        if not isinstance(session.backend, HttpBackend):
+            return False
+        current.update(presented.value, presented.read, presented.expires_at, presented.refresh_at)
+        return True
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        session = self.tenants.remove(key)
+        if session is not None:
+            self.tenants.add_closing(session)
+
+    def _new(self, server: str, backend: Backend, tenant: str | None, presented: Presented | None) -> BackendSession:
+        pool = self.tenants.pool if tenant is not None and isinstance(backend, HttpBackend) else None
+        timeout = backend.timeout_seconds or self.default_timeout
+        return BackendSession(server, backend, self.connect_timeout, timeout, tenant, presented, pool)
+
+    @property
+    def _credentials(self) -> TenantCredentials:
+        if self.credentials is None:
+            raise BackendUnauthenticated("this worker holds no credentials store (no secrets key is configured)")
+        return self.credentials
+
+    @staticmethod
+    def _machine_due(session: BackendSession) -> bool:
+        presented = session.presented
+        return presented is not None and time.monotonic() - presented.checked >= RECHECK_SECONDS
+
+    async def _machine_token(self, session: BackendSession, renew: bool) -> None:
+        """Ask for the machine token again (the source caches it); `renew`: the backend refused the one it had."""
+        presented = session.presented
+        assert presented is not None
+        if renew:
+            await self._credentials.machine.invalidate(session.name)
+        token = await self._credentials.machine.token(session.name, session.backend)
+        presented.update(token, presented.read, presented.expires_at)
+
+    def ready(self, server: str, tenant: str | None = None) -> bool:
         """Whether `server` has a session open and fresh now (a call would not wait for one to open)."""
-        session = self._sessions.get(server)
+        backend = self.registry.get(server)
+        if backend is not None and per_tenant(backend):
+            session = None if tenant is None else self.tenants.get((server, tenant))
+        else:
+            session = self._sessions.get(server)
         return session is not None and self._usable(session) and self._fresh(session)
 
     async def warm(self) -> None:
@@ -238,6 +217,9 @@ class SessionPool:
         its first call."""
 
         async def one(server: str) -> None:
+            backend = self.registry.get(server)
+            if backend is not None and per_tenant(backend):
+                return  # a tenant's session opens with its tenant's first call
             try:
                 await self.session(server)
             except Exception as exc:
@@ -269,4 +251,4 @@ class SessionPool:
 
     async def close(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
-        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        await asyncio.gather(*(s.close() for s in sessions), self.tenants.close(), return_exceptions=True)

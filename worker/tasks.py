@@ -256,7 +256,16 @@ async def _run_item(
         if isinstance(prepared, Claim):
             rank = (meta.tenant, meta.priority)
             return await run_call(
-                pool, prepared, build, meta.read_only, dispatched, share, references.batch_id, rank, progress
+                pool,
+                prepared,
+                build,
+                meta.read_only,
+                dispatched,
+                share,
+                references.batch_id,
+                rank,
+                progress,
+                meta.tenant,
             )
         return build(prepared.status, error=prepared.error, attempts=0)  # nothing ran
     except _NotSent:

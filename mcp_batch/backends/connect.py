@@ -21,6 +21,7 @@ from mcp_types import LoggingLevel
 from mcp_batch.backend_info import ToolInfo
 from mcp_batch.backends.asking import Answerers, declining
 from mcp_batch.backends.failures import describe
+from mcp_batch.backends.presented import Presented, SharedPool, env_of, header_of
 from mcp_batch.backends.servers_file import Backend, HttpBackend
 from mcp_batch.backends.stdio import StdioTransport
 from mcp_batch.backends.stdio_pipes import StdioProbe
@@ -68,8 +69,12 @@ async def connect(
     answerers: Answerers = declining,
     logs: LoggingFnT | None = None,
     log_level: LoggingLevel | None = None,
+    presented: Presented | None = None,
+    pool: SharedPool | None = None,
 ) -> AsyncIterator[Client]:
     """An initialized Client for `backend`; `timeout` bounds each HTTP request (not stdio, which has no requests).
+    `presented` is the credential the session carries (a tenant's, or the machine token), in the header or variable
+    the backend's `auth` names; `pool` the connection pool an HTTP session sends through (default: its own).
     The client declares elicitation and sampling, so a backend lists the tools that ask; `answerers` answer them.
     `logs` is handed the backend's log notifications (a 2026-07-28 server sends them only when asked, `log_level`).
 
@@ -85,16 +90,20 @@ async def connect(
     try:
         async with AsyncExitStack() as stack:
             if isinstance(backend, HttpBackend):
+                header = header_of(backend)
                 http = httpx2.AsyncClient(  # as the SDK's transports make theirs: redirects not followed
                     headers={k: v.get_secret_value() for k, v in backend.headers.items()},
                     timeout=httpx2.Timeout(timeout, read=max(timeout, 300.0)),
+                    transport=pool,
                 )
+                if header is not None and presented is not None:
+                    presented.bind(http, *header)
                 http.event_hooks["response"].append(_record_status)
                 await stack.enter_async_context(http)
                 transport = streamable_http_client(backend.url, http_client=http)
                 client = await stack.enter_async_context(_client(transport, answerers, logs, log_level))
             else:
-                env = {k: v.get_secret_value() for k, v in backend.env.items()}
+                env = {k: v.get_secret_value() for k, v in backend.env.items()} | env_of(backend, presented)
                 pipes = StdioTransport(backend.command, backend.args, env, backend.cwd, probe)
                 client = await stack.enter_async_context(_client(pipes, answerers, logs, log_level))
             phase = "listing tools"

@@ -3,6 +3,10 @@
 A bad file stops start-up with one message naming the server and the field; there is no half-configured start. Two
 servers whose tools the MCP door's proxy could give the same name (`evil` and `evil__a`) stop it too.
 Header and env values are held as secrets so they never reach a repr, a log line or a response.
+
+A server's `auth` says whose credential its calls carry: none (the static `headers`/`env`, the operator's, for every
+tenant), `tenant` (each tenant's own secret, in a header or a stdio process's env), `oauth` (each tenant's token from
+the authorization-code flow) or `oauth_client_credentials` (the service's own machine token, one for all tenants).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
@@ -36,12 +40,63 @@ class RateLimit(BaseModel):
     burst: int | None = Field(None, ge=1)
 
 
+class HttpTenantAuth(BaseModel):
+    """Each tenant's own secret for this server, sent in one header (`prefix` + secret)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["tenant"]
+    header: str = Field("Authorization", pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+    prefix: str = Field("Bearer ", max_length=100)
+
+
+class StdioTenantAuth(BaseModel):
+    """Each tenant's own secret for this server, in one variable of a process started for that tenant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["tenant"]
+    env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+
+
+class OAuthAuth(BaseModel):
+    """An OAuth-protected MCP server: each tenant connects once through the authorization-code flow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["oauth"]
+    scopes: list[str] = Field(default_factory=list)
+    client_id: str | None = Field(None, min_length=1, description="A pre-registered client, when there is one.")
+    client_secret: SecretStr | None = None
+    client_metadata_url: str | None = Field(None, pattern=r"^https://", description="A Client ID Metadata Document.")
+
+
+class ClientCredentialsAuth(BaseModel):
+    """The service's own machine identity: one token for every tenant (OAuth client credentials grant)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["oauth_client_credentials"]
+    token_url: str = Field(pattern=r"^https?://")
+    client_id: str = Field(min_length=1)
+    client_secret: SecretStr
+    scopes: list[str] = Field(default_factory=list)
+    audience: str | None = None
+
+
+HttpAuth = Annotated[HttpTenantAuth | OAuthAuth | ClientCredentialsAuth, Field(discriminator="type")]
+
+
 class _BackendBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     timeout_seconds: float | None = Field(None, gt=0)
     max_concurrency: int | None = Field(None, ge=1)
     rate_limit: RateLimit | None = None
+    rate_limit_per_tenant: RateLimit | None = Field(
+        None,
+        description="Each tenant's own allowance on this backend, within `rate_limit`.",
+    )
     read_only_tools: list[str] = Field(default_factory=list, description="Tools to treat as read-only.")
     deny_tools: list[str] = Field(default_factory=list, description="Tools never dispatched.")
 
@@ -54,6 +109,7 @@ class StdioBackend(_BackendBase):
     args: list[str] = Field(default_factory=list)
     env: dict[str, SecretStr] = Field(default_factory=dict)
     cwd: str | None = None
+    auth: StdioTenantAuth | None = None
 
 
 class HttpBackend(_BackendBase):
@@ -62,9 +118,23 @@ class HttpBackend(_BackendBase):
     type: Literal["http"] = "http"
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, SecretStr] = Field(default_factory=dict)
+    auth: HttpAuth | None = None
 
 
 Backend = StdioBackend | HttpBackend
+
+
+def per_tenant(backend: Backend) -> bool:
+    """Whether calls to `backend` carry the calling tenant's own credential (`tenant` or `oauth` auth)."""
+    return backend.auth is not None and backend.auth.type in ("tenant", "oauth")
+
+
+def connect_route(server: str, backend: Backend) -> str:
+    """The route a tenant calls to give its credential for `server` (`details.connect` of an unauthenticated item)."""
+    if backend.auth is not None and backend.auth.type == "oauth":
+        return f"POST /v1/credentials/{server}/connect"
+    return f"PUT /v1/credentials/{server}"
+
 
 _TRANSPORT_ALIASES = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamableHttp": "http"}
 
@@ -110,12 +180,29 @@ def _parse_server(name: str, raw: Any, env: Mapping[str, str]) -> Backend:
     raw = _interpolate(raw, env, name)
     model: type[StdioBackend] | type[HttpBackend] = StdioBackend if transport == "stdio" else HttpBackend
     try:
-        return model.model_validate(raw)
+        backend = model.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors(include_input=False)[0]
-        field = ".".join(str(p) for p in first["loc"])
+        loc = [str(p) for p in first["loc"]]
+        if loc[:1] == ["auth"] and len(loc) > 2:
+            del loc[1]  # the union's tag (`auth.tenant.header`): the file says `auth.header`
+        field = ".".join(loc)
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ConfigError(f"{where}, field {field!r}: {first['msg']}{more}") from None
+    clash = _auth_clash(backend)
+    if clash is not None:
+        raise ConfigError(f"{where}, field {clash!r}: also set statically; a credential comes from one place")
+    return backend
+
+
+def _auth_clash(backend: Backend) -> str | None:
+    """The `auth` field that names a header or variable the static `headers`/`env` also set, or None."""
+    if isinstance(backend, StdioBackend):
+        return "auth.env" if backend.auth is not None and backend.auth.env in backend.env else None
+    if backend.auth is None:
+        return None
+    header = backend.auth.header if isinstance(backend.auth, HttpTenantAuth) else "Authorization"
+    return "auth.header" if header.lower() in {h.lower() for h in backend.headers} else None
 
 
 class Registry:
@@ -132,6 +219,9 @@ class Registry:
 
     def get(self, name: str) -> Backend | None:
         return self._backends.get(name)
+
+    def __getitem__(self, name: str) -> Backend:
+        return self._backends[name]
 
     @property
     def names(self) -> list[str]:
@@ -156,7 +246,18 @@ class Registry:
             timeout_seconds=b.timeout_seconds or default_timeout,
             max_concurrency=b.max_concurrency,
             rate_limit=b.rate_limit.model_dump(exclude_none=True) if b.rate_limit else None,
+            auth=b.auth.type if b.auth is not None else None,
             tools=None,
+        )
+
+
+def require_secrets_key(registry: Registry, configured: bool) -> None:
+    """A ConfigError when a backend takes tenants' credentials and there is no key to seal them with."""
+    needing = [name for name in registry.names if per_tenant(registry[name])]
+    if needing and not configured:
+        raise ConfigError(
+            f"server {needing[0]!r}, field 'auth': tenants' credentials are sealed, and MCP_BATCH_SECRETS_KEYS is not "
+            "set (make a key with `mcp-batch credentials new-key`)"
         )
 
 

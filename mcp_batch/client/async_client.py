@@ -11,10 +11,12 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from pydantic import SecretStr, TypeAdapter
 
 import mcp_batch.client.wire as wire
 from mcp_batch.client.errors import Unavailable
 from mcp_batch.client.wire import BatchInput, Event
+from mcp_batch.credentials.record import CredentialInfo
 from mcp_batch.dry_runs import DryRun
 from mcp_batch.models import (
     TERMINAL_BATCH,
@@ -28,6 +30,10 @@ from mcp_batch.models import (
 from mcp_batch.questions import InputAnswered, PendingQuestions
 
 AsyncProgress = Callable[[BatchDocument], object | Awaitable[object]]
+
+
+Credentials = list[CredentialInfo]
+_CREDENTIALS = TypeAdapter(Credentials)
 
 
 class AsyncClient:
@@ -172,6 +178,20 @@ class AsyncClient:
 
     async def delete(self, batch_id: str) -> None:
         await self._send("DELETE", wire.batch_path(batch_id))
+
+    async def set_credential(self, server: str, secret: str | SecretStr) -> None:
+        """Set the tenant's secret for `server` (a backend with `tenant` auth); needs the key's `credentials` right."""
+        await self._send("PUT", wire.credential_path(server), json=wire.credential_body(secret))
+
+    async def credentials(self) -> Credentials:
+        """The tenant's credentials for backends: server, kind, when set (and for OAuth, expiry and scopes); never a
+        value."""
+        response = await self._send("GET", "/v1/credentials")
+        return _CREDENTIALS.validate_json(response.content)
+
+    async def delete_credential(self, server: str) -> None:
+        """Delete the tenant's credential for `server` (NotFound when there is none)."""
+        await self._send("DELETE", wire.credential_path(server))
 
     async def validate(self, batch: BatchInput, **options: Any) -> DryRun:
         body = wire.batch_body(batch, options)

@@ -10,10 +10,12 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from pydantic import SecretStr, TypeAdapter
 
 import mcp_batch.client.wire as wire
 from mcp_batch.client.errors import Unavailable
 from mcp_batch.client.wire import BatchInput, Event
+from mcp_batch.credentials.record import CredentialInfo
 from mcp_batch.dry_runs import DryRun
 from mcp_batch.models import (
     TERMINAL_BATCH,
@@ -27,6 +29,10 @@ from mcp_batch.models import (
 from mcp_batch.questions import InputAnswered, PendingQuestions
 
 Progress = Callable[[BatchDocument], object]
+
+
+Credentials = list[CredentialInfo]
+_CREDENTIALS = TypeAdapter(Credentials)
 
 
 class Client:
@@ -195,6 +201,20 @@ class Client:
         """Delete an ended batch whole (then it is NotFound); Conflict (with `batch_status`) while it has not
         ended: cancel it first; Forbidden when the key lacks the `write` right."""
         self._send("DELETE", wire.batch_path(batch_id))
+
+    def set_credential(self, server: str, secret: str | SecretStr) -> None:
+        """Set the tenant's secret for `server` (a backend with `tenant` auth); needs the key's `credentials` right."""
+        self._send("PUT", wire.credential_path(server), json=wire.credential_body(secret))
+
+    def credentials(self) -> Credentials:
+        """The tenant's credentials for backends: server, kind, when set (and for OAuth, expiry and scopes); never a
+        value."""
+        response = self._send("GET", "/v1/credentials")
+        return _CREDENTIALS.validate_json(response.content)
+
+    def delete_credential(self, server: str) -> None:
+        """Delete the tenant's credential for `server` (NotFound when there is none)."""
+        self._send("DELETE", wire.credential_path(server))
 
     def validate(self, batch: BatchInput, **options: Any) -> DryRun:
         """The dry run: every check a submit makes and each call's would-be status; nothing is stored."""

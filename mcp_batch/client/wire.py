@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from mcp_batch.client.errors import (
     InvalidRequest,
@@ -150,6 +150,15 @@ def unreachable(base_url: str, exc: httpx.TransportError, lost: bool = False) ->
     what = "lost the connection to" if lost else "could not reach"
     reason = str(exc) or type(exc).__name__
     return Unreachable(f"{what} the mcp-batch server at {base_url} ({reason})", base_url, lost)
+
+
+def credential_path(server: str) -> str:
+    return f"/v1/credentials/{quote(server, safe='')}"
+
+
+def credential_body(secret: str | SecretStr) -> dict[str, str]:
+    """The body of a PUT of a secret: the one place the client reads its value."""
+    return {"secret": secret.get_secret_value() if isinstance(secret, SecretStr) else secret}
 
 
 def batch_path(batch_id: str) -> str:

@@ -22,8 +22,8 @@ _TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "number": (int, float),
 
 def stored_answer(question: InputRequest, answer: InputAnswer) -> dict[str, Any]:
     """What goes back to the backend: {action, content}; InvalidBatch naming every fault of an accept's content."""
-    if answer.action is not AnswerAction.accept:
-        return {"action": answer.action.value}
+    if answer.action is not AnswerAction.accept or question.kind is InputKind.connect:
+        return {"action": answer.action.value}  # a URL-mode question's accept carries no content
     if answer.content is None:
         raise InvalidBatch([Problem(("content",), "accept needs content", "missing")])
     if question.kind is InputKind.sampling:

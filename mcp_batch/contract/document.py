@@ -131,6 +131,7 @@ def summary(batch_id: str, row: BatchRow, offset: int, shown: int, failed: list[
         skipped=n[ItemStatus.skipped],
         cancelled=n[ItemStatus.cancelled],
         expired=n[ItemStatus.expired],
+        unauthenticated=n[ItemStatus.unauthenticated],
     )
     end = row.finished_at
     return BatchDocument(

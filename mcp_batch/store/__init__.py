@@ -14,6 +14,8 @@
     backlog       what unfinished batches still ask of each backend (the dry run's estimate)
     progress      running items' latest progress
     repair        the tenants' unfinished counts reconciled with their living batches
+    credentials   tenants' credentials for backends, sealed
+    oauth         connect flows' pending states, refresh locks, registered clients, the service's own tokens
 
 The hash fields are read only in batch_row.py and the Lua scripts (scripts.py). What the parts read they hand back
 as plain data (typed rows, stored records as bytes); contract/document.py renders the document from it.
@@ -23,16 +25,19 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from mcp_batch.credentials.sealing import Sealer
 from mcp_batch.keys import LIVE_TTL_SECONDS, Keys
 from mcp_batch.settings import Settings
 from mcp_batch.store.backlog import Backlog
 from mcp_batch.store.channels import Listener
 from mcp_batch.store.claims import Claims
+from mcp_batch.store.credentials import Credentials
 from mcp_batch.store.deletion import Deletion
 from mcp_batch.store.ending import Ending
 from mcp_batch.store.idempotency import IdempotencyKeys
 from mcp_batch.store.latency import Latencies
 from mcp_batch.store.leases import Leases
+from mcp_batch.store.oauth import OAuthStates
 from mcp_batch.store.progress import Progress
 from mcp_batch.store.questions import Questions
 from mcp_batch.store.queue import JobQueue
@@ -62,6 +67,7 @@ class Store:
         lease_seconds: float = _DEFAULTS["lease_seconds"].default,
         outage_seconds: float = _DEFAULTS["redis_outage_seconds"].default,
         control: Redis | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         live_ms = LIVE_TTL_SECONDS * 1000
         lease_ms = int(lease_seconds * 1000)
@@ -82,6 +88,8 @@ class Store:
         self.backlog = Backlog(redis, keys, control)
         self.progress = Progress(redis, keys)
         self.repair = Repair(redis, keys, control)
+        self.credentials = Credentials(redis, keys, sealer, control)
+        self.oauth = OAuthStates(redis, keys)
 
     @classmethod
     def from_settings(
@@ -98,6 +106,7 @@ class Store:
             settings.lease_seconds,
             settings.redis_outage_seconds,
             control,
+            Sealer.from_setting(settings.secrets_keys),
         )
 
 

@@ -11,6 +11,7 @@ from mcp_batch.backends.catalog import Catalog
 from mcp_batch.backends.limits import LeaseSemaphore, RateLimiter
 from mcp_batch.backends.servers_file import Registry
 from mcp_batch.contract.item_cursors import CursorKey
+from mcp_batch.credentials.hooks import NoRevocation, Revoker
 from mcp_batch.errors import BatchNotFound
 from mcp_batch.keys import Keys, is_batch_id
 from mcp_batch.ops.prometheus import ApiMetrics
@@ -33,6 +34,7 @@ class Services:
     leases: LeaseSemaphore
     cursors: CursorKey  # signs and opens the cursors of truncated items
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
+    revoker: Revoker = field(default_factory=NoRevocation)  # revokes a deleted OAuth grant at its server
 
 
 async def owned(services: Services, batch_id: str, caller: Caller) -> str:

@@ -19,15 +19,16 @@ from mcp_batch.contract.retry_settings import annotate
 from mcp_batch.contract.validation import validate_batch
 from mcp_batch.contract.webhook_policy import WebhookPolicy
 from mcp_batch.dry_runs import DryRun, DryRunItem
-from mcp_batch.errors import Forbidden, InvalidBatch, InvalidCursor, Problem
+from mcp_batch.errors import BackendUnauthenticated, Forbidden, InvalidBatch, InvalidCursor, Problem
 from mcp_batch.models import BatchRequest, ItemError, ItemStatus
 from mcp_batch.ops import tracing
+from mcp_batch.records import error_info
 from mcp_batch.retry_request import RetryRequest
 from mcp_batch.store import idempotency, overview
 from mcp_batch.store.batch_row import BatchRow
 from mcp_batch.store.submits import Created
 from mcp_batch.tenants import ANYONE, Caller, authorize
-from service.application import estimating, questions
+from service.application import credentials, estimating, questions
 from service.application.retry import Lineage, retry_request
 from service.application.services import Services
 
@@ -181,10 +182,19 @@ async def dry_run(services: Services, request: BatchRequest, caller: Caller = AN
     listed = await asyncio.gather(*(services.catalog.tools(name) for name in names), return_exceptions=True)
     tools = {n: {t.name: t for t in ts} for n, ts in zip(names, listed, strict=True) if isinstance(ts, list)}
     results = await _off_loop_if_large(calls, _would_be, services, request, caller, tools)
+    connect = await credentials.connections_needed(services, caller, names)
+    routes = {needed.server: needed.connect for needed in connect}
+    for result in results:
+        if result.status is ItemStatus.pending and result.server in routes:
+            route = routes[result.server]
+            message = f"no usable credential of the tenant's for {result.server!r} (set it with {route})"
+            error = error_info(BackendUnauthenticated.code, message, "backend", connect=route)
+            result.status, result.error = ItemStatus.unauthenticated, ItemError.model_validate(error)
     sent = await _off_loop_if_large(calls, estimating.dispatched, results)
     return DryRun(
         valid=sum(sent.values()) == calls,
         results=results,
+        connect=connect,
         estimate=await estimating.estimate(services, request, sent, concurrency, caller),
     )
 

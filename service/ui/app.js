@@ -3,9 +3,11 @@
 //   #/batches[?status=running&limit=20]   the tenant's batches
 //   #/batch/<id>                           one batch
 //   #/backends                             the backends and workers
+//   #/credentials                          the tenant's credentials for backends
 import { Forbidden, NotFound, Refused, apiKey, setApiKey } from "./api.js";
 import { backendsView } from "./backends.js";
 import { batchView } from "./batch.js";
+import { credentialsView } from "./credentials.js";
 import { h, setNotice } from "./dom.js";
 import { batchesView } from "./list.js";
 import { finishSignIn, signInOffer, startSignIn } from "./signin.js";
@@ -44,6 +46,7 @@ function route() {
   }
   if (name === "batch" && id) view = batchView(main, decodeURIComponent(id), report);
   else if (name === "backends") view = backendsView(main, report);
+  else if (name === "credentials") view = credentialsView(main, report);
   else view = batchesView(main, params, report);
 }
 

@@ -1,5 +1,6 @@
-"""Secrets never come back: backend credentials (headers and env from `${VAR}`) appear in no response, header, log
-line or document, and argument values appear in no error and no log line, whatever the outcome of the call.
+"""Secrets never come back: backend credentials (headers and env from `${VAR}`, and tenants' own, set through the
+credential routes) appear in no response, header, log line, document or Redis value, and argument values appear in no
+error and no log line, whatever the outcome of the call.
 
 Every output of a session that exercises each path (success, tool error, timeout, unknown tool and server, refused
 credentials, a backend that cannot be started, schema and bound refusals, malformed batches at every door) is gathered
@@ -15,13 +16,26 @@ from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
+from pydantic import SecretStr
 
-from tests.support import HttpBackendProcess, ServiceHandle, finished, free_port, start_http_backend, stdio_demo
+from mcp_batch.credentials.sealing import new_key
+from mcp_batch.settings import Settings
+from tests.support import (
+    HttpBackendProcess,
+    ServiceHandle,
+    eventually,
+    finished,
+    free_port,
+    start_http_backend,
+    stdio_demo,
+)
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HEADER_SECRET = "sk-SEKRET-header-7f3a"
 ENV_SECRET = "sk-SEKRET-env-41c9"
+TENANT_SECRET = "tk-SEKRET-tenant-5b2e"  # a tenant's own, for an HTTP backend (the one it takes) and a stdio one
 ARG_SECRET = "arg-SEKRET-9c1d"
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
@@ -42,9 +56,26 @@ def locked() -> Iterator[HttpBackendProcess]:
     backend.stop()
 
 
+@pytest.fixture(scope="module")
+def tenant_vault() -> Iterator[HttpBackendProcess]:
+    """A backend that takes exactly the tenant's secret."""
+    backend = start_http_backend(extra_args=["--require-token", TENANT_SECRET])
+    yield backend
+    backend.stop()
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"secrets_keys": SecretStr(json.dumps([new_key()]))})
+
+
 @pytest.fixture
 def servers(
-    servers: dict[str, Any], vault: HttpBackendProcess, locked: HttpBackendProcess, monkeypatch: pytest.MonkeyPatch
+    servers: dict[str, Any],
+    vault: HttpBackendProcess,
+    locked: HttpBackendProcess,
+    tenant_vault: HttpBackendProcess,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> dict[str, Any]:
     monkeypatch.setenv("MCPB_TEST_SECRET_HEADER", HEADER_SECRET)
     monkeypatch.setenv("MCPB_TEST_SECRET_ENV", ENV_SECRET)
@@ -56,6 +87,9 @@ def servers(
         "gone": {"url": f"http://127.0.0.1:{free_port()}/mcp", "headers": bearer},
         "local": stdio_demo(env=env, timeout_seconds=1),
         "broken": {"command": "/nonexistent/mcp-server", "env": env},
+        "tvault": {"url": tenant_vault.url, "auth": {"type": "tenant"}},
+        "tlocked": {"url": locked.url, "auth": {"type": "tenant"}},
+        "tlocal": stdio_demo(auth={"type": "tenant", "env": "DEMO_TENANT"}),
     }
 
 
@@ -145,7 +179,7 @@ async def test_no_secret_and_no_argument_value_leaks_into_any_output(
             "stdio_timeout": ("timeout", "timeout"),
             "unknown_tool": ("unknown_tool", "unknown_tool"),
             "unknown_server": ("unknown_server", "unknown_server"),
-            "refused": ("error", "backend_unauthenticated"),
+            "refused": ("unauthenticated", "backend_unauthenticated"),
             "unreachable": ("error", "backend_unavailable"),
             "unstartable": ("error", "backend_unavailable"),
             "schema": ("invalid_call", "invalid_arguments"),
@@ -215,3 +249,62 @@ async def test_no_secret_and_no_argument_value_leaks_into_any_output(
             assert secret not in text, f"{secret} in {label}: {text[:2000]}"
     # The caller's own argument does come back where a tool legitimately returned it: the checks above look at errors.
     assert ARG_SECRET in json.dumps(document["results"][0]["content"])
+
+
+TENANT_CALLS = [
+    call("t_ok", "tvault", "echo", message="hello"),
+    call("t_stdio", "tlocal", "echo", message="hello"),
+    call("t_refused", "tlocked", "echo", message="hello"),
+]
+
+
+async def test_no_tenant_credential_leaks_from_any_route_log_or_redis_key(
+    service: ServiceHandle, redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    out = Outputs()
+    async with httpx.AsyncClient(base_url=service.base_url, timeout=90) as client:
+
+        async def put(server: str, body: dict[str, Any]) -> int:
+            return out.add(f"PUT {server}", await client.put(f"/v1/credentials/{server}", json=body)).status_code
+
+        for server in ("tvault", "tlocal", "tlocked"):
+            assert await put(server, {"secret": TENANT_SECRET}) == 204
+        assert await put("tvault", {"secret": TENANT_SECRET + "\n"}) == 422
+        assert await put("tvault", {"secret": TENANT_SECRET, "extra": TENANT_SECRET}) == 422
+        assert await put("tvault", {"secret": TENANT_SECRET * 2_000}) == 422
+        assert await put("nowhere", {"secret": TENANT_SECRET}) == 404
+        assert await put("vault", {"secret": TENANT_SECRET}) == 409
+        await out.get(client, "/v1/credentials")
+        submitted = await out.post(client, "/v1/batches", json={"calls": TENANT_CALLS})
+        document = await finished(client, submitted.json()["id"])
+        out.seen.append(("tenant document", 200, "", json.dumps(document)))
+        outcomes = {item["id"]: item["status"] for item in document["results"]}
+        assert outcomes == {"t_ok": "ok", "t_stdio": "ok", "t_refused": "unauthenticated"}
+        await out.post(client, "/v1/batches:validate", json={"calls": TENANT_CALLS})
+        gumloop = [{"server_id": c["server"], "tool_name": "echo", "arguments": c["arguments"]} for c in TENANT_CALLS]
+        await out.post(client, "/mcp/tools/call", json={"calls": gumloop})
+        batch = mcp_call("call_tools_batch", {"calls": TENANT_CALLS, "wait_seconds": 10})
+        await out.post(client, "/mcp", json=batch, headers=MCP_HEADERS)
+        await out.get(client, "/v1/servers")
+        deleted = await client.delete("/v1/credentials/tvault")
+        assert out.add("DELETE tvault", deleted).status_code == 204
+        assert out.add("DELETE again", await client.delete("/v1/credentials/tvault")).status_code == 404
+
+        async def refused_once_deleted() -> bool:
+            after = await out.post(client, "/v1/batches", json={"calls": TENANT_CALLS[:1]})
+            ended = await finished(client, after.json()["id"])
+            out.seen.append(("document after delete", 200, "", json.dumps(ended)))
+            return bool(ended["results"][0]["status"] == "unauthenticated")
+
+        await eventually(refused_once_deleted, what="calls refused once the credential is deleted", timeout=20)
+        await out.get(client, "/openapi.json")
+    for label, _, headers, body in out.seen:
+        assert TENANT_SECRET not in headers + body, f"the tenant's secret in {label}: {body[:2000]}"
+    for record in caplog.records:
+        text = f"{record.getMessage()}\n{record.exc_text or ''}"
+        assert TENANT_SECRET not in text, f"the tenant's secret in log {record.name}: {text[:2000]}"
+    stored = [key for key in await redis.keys("*")]
+    assert any(b"credentials" in key for key in stored)
+    for key in stored:
+        assert TENANT_SECRET.encode() not in key + (await redis.dump(key) or b""), f"the tenant's secret in {key!r}"

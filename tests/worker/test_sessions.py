@@ -11,7 +11,7 @@ import pytest
 
 from mcp_batch.backends.servers_file import Backend, parse_servers
 from tests.support import HttpBackendProcess, stdio_demo
-from worker.sessions import BackendSession
+from worker.backend_session import BackendSession
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -114,3 +114,49 @@ def test_two_servers_whose_proxied_tool_names_could_collide_are_refused_naming_b
 def test_servers_whose_names_share_a_prefix_but_no_proxied_name_are_accepted() -> None:
     names = ["github", "github_enterprise", "git", "a_b", "a-b", "evil", "evil.a", "evila"]
     assert parse({name: {"command": "x"} for name in names}).names == names
+
+
+def test_auth_kinds_parse_on_the_transports_they_fit() -> None:
+    registry = parse(
+        {
+            "gh": {"url": "http://h/mcp", "auth": {"type": "tenant"}},
+            "tool": {"command": "x", "auth": {"type": "tenant", "env": "GITHUB_TOKEN"}},
+            "lin": {"url": "https://h/mcp", "auth": {"type": "oauth", "scopes": ["read"]}},
+            "m2m": {
+                "url": "https://h/mcp",
+                "auth": {
+                    "type": "oauth_client_credentials",
+                    "token_url": "https://as/token",
+                    "client_id": "svc",
+                    "client_secret": "${CC_SECRET}",
+                },
+            },
+        },
+        {"CC_SECRET": "cc-value"},
+    )
+    gh, m2m = registry.get("gh"), registry.get("m2m")
+    assert isinstance(gh, HttpBackend) and gh.auth is not None and gh.auth.type == "tenant"
+    assert gh.auth.header == "Authorization" and gh.auth.prefix == "Bearer "
+    assert isinstance(m2m, HttpBackend) and m2m.auth is not None and m2m.auth.type == "oauth_client_credentials"
+    assert m2m.auth.client_secret.get_secret_value() == "cc-value" and "cc-value" not in repr(m2m)
+
+
+@pytest.mark.parametrize(
+    ("server", "field"),
+    [
+        ({"url": "http://h/mcp", "auth": {"type": "magic"}}, "auth"),
+        ({"url": "http://h/mcp", "auth": {"type": "tenant", "header": "bad header"}}, "auth.header"),
+        ({"url": "http://h/mcp", "auth": {"type": "tenant", "env": "X"}}, "auth.env"),
+        ({"command": "x", "auth": {"type": "tenant"}}, "auth.env"),
+        ({"command": "x", "auth": {"type": "oauth"}}, "auth.type"),
+        ({"url": "http://h/mcp", "auth": {"type": "oauth_client_credentials", "client_id": "c"}}, "auth.token_url"),
+        ({"url": "http://h/mcp", "auth": {"type": "oauth", "scopes": "read"}}, "auth.scopes"),
+        ({"url": "http://h/mcp", "headers": {"authorization": "x"}, "auth": {"type": "tenant"}}, "auth.header"),
+        ({"command": "x", "env": {"T": "x"}, "auth": {"type": "tenant", "env": "T"}}, "auth.env"),
+        ({"url": "http://h/mcp", "rate_limit_per_tenant": {"per_second": 0}}, "rate_limit_per_tenant.per_second"),
+    ],
+)
+def test_a_bad_auth_object_names_the_server_and_field(server: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse({"svc": server})
+    assert str(raised.value).startswith(f"server 'svc', field {field!r}")

@@ -53,6 +53,7 @@ async def test_a_batch_runs_on_both_transports_and_aggregates_results(client: ht
         "input_required": 0,
         "cancelled": 0,
         "expired": 0,
+        "unauthenticated": 0,
     }
     items = by_id(document)
     assert items["stdio"]["content"] == [{"type": "text", "text": "hi"}]
