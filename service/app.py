@@ -65,7 +65,6 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
     tokens, face = sign_in_by_token(settings, keyring, issuers_http)
     # A bad MCP_BATCH_SECRETS_KEYS, or none with backends that take tenants' credentials, stops start-up too.
     require_secrets_key(registry, Sealer.from_setting(settings.secrets_keys) is not None)
-    keyring = None if settings.auth == "none" else load_keys(settings.keys)  # a bad keys file stops start-up too
     keys = settings.key_names
     mcp = build_mcp_server(lambda: app.state.services, settings)
     metrics = ApiMetrics()
