@@ -5,7 +5,8 @@ an API key from the keys file (`MCP_BATCH_AUTH=keys`), an access token from a co
 (`keys,oauth`), or with `none` the one default tenant with every right. The caller is left in the request's state
 for the REST and Gumloop routes (`CallerDep`) and in a context variable for the MCP door's tools. Every route needs a
 caller that has `read` (a token whose scopes grant no right may do nothing), /metrics one that has `admin`; only the
-paths in `PUBLIC` (health, docs, the dashboard's files, the resource metadata) and /metrics when public go without,
+paths in `PUBLIC` (health, docs, the dashboard's files, the resource metadata, the upstream OAuth flow's browser
+legs) and /metrics when public go without,
 and a path no route serves is left to the router's 404 (looked up only for a request about to be refused).
 A refusal is answered in the door's own shape (the `refusals` given by path), with the challenge of RFC 6750.
 """
@@ -33,6 +34,8 @@ current_caller: ContextVar[Caller] = ContextVar("current_caller")
 
 METRICS_PATH = "/metrics"
 PUBLIC = frozenset({"/healthz", "/readyz", "/ui", "/ui/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+# The upstream OAuth flow's browser legs: a signed state (or start link) names the tenant, not a key.
+PUBLIC |= {"/v1/oauth/callback", "/v1/oauth/start"}
 PUBLIC_PREFIXES = ("/ui/", "/docs-assets/", WELL_KNOWN)
 
 # A door's refusal: (status, message, WWW-Authenticate value) -> the answer in its own shape.
