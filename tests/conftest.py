@@ -77,14 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
     chosen = choose(dict(os.environ))
     config.stash[_suite_redis] = chosen
     os.environ[URL_ENV] = chosen.url
-    # Hypothesis's wall-clock checks (a 200 ms deadline per example, "data generation is extremely slow") measure how
-
-
-# busy the machine is, not the code: on 2 loaded cores they fail a sound test now and then. Example counts stay.
-hypothesis.settings.register_profile("suite", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
-hypothesis.settings.load_profile("suite")
-
-REDIS_URL = _this_workers_url()
+    REDIS_URL = _this_workers_url()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

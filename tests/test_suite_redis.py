@@ -26,6 +26,8 @@ async def test_each_test_gets_an_empty_database_that_answers(redis: aioredis.Red
 
 
 def _pytest(*args: str, env: dict[str, str], prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    # A run of its own: not this xdist worker's (its name would pick this worker's database in the Redis chosen).
+    env = {name: value for name, value in env.items() if not name.startswith("PYTEST_XDIST_")}
     argv = [*prefix, sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", *args]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=100, check=False)
 
