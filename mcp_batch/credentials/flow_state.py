@@ -47,6 +47,11 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
+def _same(given: str, expected: str) -> bool:
+    """A constant-time comparison that a caller's text cannot break: `compare_digest` refuses non-ASCII str."""
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
 def new_state(key: bytes) -> tuple[str, str]:
     """A fresh (state, nonce)."""
     nonce = _b64(secrets.token_bytes(32))
@@ -57,7 +62,7 @@ def issued(key: bytes, state: str) -> str | None:
     """The state's nonce when this service issued it, else None."""
     nonce, _, tag = state.partition(".")
     expected = _b64(hmac.new(key, nonce.encode(), hashlib.sha256).digest()[:_TAG_BYTES])
-    return nonce if nonce and hmac.compare_digest(tag, expected) else None
+    return nonce if nonce and _same(tag, expected) else None
 
 
 def signature(key: bytes, nonce: str, tenant: str, server: str, expires_at: float) -> str:
@@ -115,7 +120,7 @@ def _ticket_tag(key: bytes, body: str) -> str:
 def ticket_holder(key: bytes, ticket_: str) -> tuple[str, str] | None:
     """The (tenant, server) a genuine ticket not past its time names, else None."""
     body, _, tag = ticket_.partition(".")
-    if not body or not hmac.compare_digest(tag, _ticket_tag(key, body)):
+    if not body or not _same(tag, _ticket_tag(key, body)):
         return None
     data = orjson.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
     if not isinstance(data, dict) or data.get("e", 0) <= time.time():

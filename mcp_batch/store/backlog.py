@@ -81,9 +81,13 @@ class Backlog:
         async with self.redis.pipeline(transaction=False) as pipe:
             for batch_id in batch_ids:
                 pipe.hmget(self.keys.batch(batch_id), ["tenant", "priority"])
-            rows = await pipe.execute()
+            # A batch whose hash cannot be read (a key of another type) is left out, not every tenant's pick.
+            rows = await pipe.execute(raise_on_error=False)
         found = {}
-        for batch_id, (tenant, priority) in zip(batch_ids, rows, strict=True):
+        for batch_id, row in zip(batch_ids, rows, strict=True):
+            if isinstance(row, Exception):
+                continue
+            tenant, priority = row
             if tenant is not None:
                 found[batch_id] = Owner(tenant.decode(), Priority(priority.decode()) if priority else Priority.normal)
         return found

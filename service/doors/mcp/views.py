@@ -40,6 +40,7 @@ LEFT_OUT: Any = None
 class ErrorView(BaseModel):
     code: str
     message: str
+    details: dict[str, Any] = LEFT_OUT  # what fixes it (`connect`), whether it may have run
 
 
 class ItemView(BaseModel):
@@ -99,6 +100,8 @@ def item_view(item: ItemResult, verbose: bool = True) -> dict[str, Any]:
     view = {name: whole[name] for name in _ITEM_FIELDS if name in whole}
     if item.error is not None:
         view["error"] = {"code": item.error.code, "message": item.error.message}
+        if item.error.details:
+            view["error"]["details"] = item.error.details
     return view
 
 
