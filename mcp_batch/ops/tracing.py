@@ -93,10 +93,36 @@ def configure(service: str, env: Mapping[str, str] = os.environ) -> bool:
     return True
 
 
+def _own_random_ids() -> Any:
+    """The SDK's random ids drawn from a generator of their own: its default draws from the random module's global
+    state, so every span would move the state that code around it (a property test's engine, a seeded draw) sees."""
+    import random
+
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    draws = random.Random()
+
+    class OwnRandomIds(RandomIdGenerator):
+        def generate_span_id(self) -> int:
+            span_id = draws.getrandbits(64)
+            while span_id == trace.INVALID_SPAN_ID:
+                span_id = draws.getrandbits(64)
+            return span_id
+
+        def generate_trace_id(self) -> int:
+            trace_id = draws.getrandbits(128)
+            while trace_id == trace.INVALID_TRACE_ID:
+                trace_id = draws.getrandbits(128)
+            return trace_id
+
+    return OwnRandomIds()
+
+
 def install(provider: TracerProvider) -> None:
     """Make `provider` the process's tracer provider and turn our spans on (`configure` does; so do tests). Every
     span's URL attributes get their query values taken out as the span starts (FastAPI's HTTP spans set them then)."""
     global _tracer, _provider
+    provider.id_generator = _own_random_ids()
     provider.add_span_processor(_query_redactor())
     trace.set_tracer_provider(provider)
     _provider = provider

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 
 import pytest
+from opentelemetry import trace
 
 from mcp_batch.ops.tracing import wanted
+from tests import span_sink
 
 SCRIPT = """
 import json
@@ -92,3 +95,13 @@ def test_the_console_exporter_writes_spans_with_the_items_facts_to_stderr() -> N
         "mcp_batch.item.rate_wait_seconds": 0.25,
     }
     assert "hello" not in stderr  # the argument value
+
+
+def test_spans_draw_their_ids_without_moving_the_random_modules_state() -> None:
+    # A property test's engine takes a change of the global state during a draw for a fault of its strategy.
+    with span_sink.in_memory() as exporter:
+        before = random.getstate()
+        with trace.get_tracer_provider().get_tracer("test").start_as_current_span("a span"):
+            pass
+        assert random.getstate() == before
+        assert [span.name for span in exporter.get_finished_spans()] == ["a span"]
