@@ -65,6 +65,12 @@ def _this_workers_url() -> str:
 hypothesis.settings.register_profile("suite", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
 hypothesis.settings.load_profile("suite")
 
+# The suite keeps its bytecode even where PYTHONDONTWRITEBYTECODE is set (it is on some CI machines): otherwise every
+# test worker compiles and assertion-rewrites the test modules anew, and every Python process a test starts (API,
+# worker, CLI) compiles the project and its libraries from source; together about a tenth of the run's CPU.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 REDIS_URL = _this_workers_url()  # an xdist worker's is final here; the controller's is set again at configure
 _suite_redis = pytest.StashKey[SuiteRedis]()
 

@@ -4,14 +4,18 @@ A port found by binding port 0 comes from the ephemeral range, the same range th
 connection's source port from. Between that probe and the server's own bind, any client in any test worker can take
 the port, and the server dies with "Address already in use". No client is ever given a port below the range, so
 ports there are handed out only here, and each xdist worker draws from its own slice: no two draws meet, and a port
-is not handed out twice in a run, so a server restarted on its port finds it still free.
+is not handed out twice in a run, so a server restarted on its port finds it still free. Two runs on one machine (two
+checkouts' suites) draw the same slices: a port is taken only under an exclusive lock on a file named for its block
+of a hundred, held until the drawing process exits, so the other run passes the block by.
 """
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 
 BUS_OFFSET = 10_000  # a cluster node also listens on its port plus this, its cluster bus
@@ -46,11 +50,32 @@ def _free(port: int) -> bool:
         return True
 
 
+_LOCKS = os.path.join(tempfile.gettempdir(), "mcp-batch-test-ports")
+_BLOCK = 100  # ports a lock covers: a worker draws hundreds of ports in a run, and holds a descriptor per lock
+_held: dict[int, int] = {}  # block: the descriptor of its lock file, open (and locked) while this process lives
+
+
+def _claim(port: int) -> bool:
+    """Whether this process holds the lock of `port`'s block (taken now or before); another run holds it otherwise."""
+    block = port // _BLOCK
+    if block in _held:
+        return True
+    os.makedirs(_LOCKS, exist_ok=True)
+    fd = os.open(os.path.join(_LOCKS, str(block)), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _held[block] = fd
+    return True
+
+
 def _draws(ports: range, *offsets: int) -> Iterator[int]:
     if ports.stop > _ephemeral_floor():
         raise RuntimeError(f"the ephemeral port range starts below {ports.stop}: the tests' ports would overlap it")
     for port in itertools.cycle(_slice(ports)):
-        if all(_free(port + offset) for offset in offsets):
+        if all(_claim(port + offset) and _free(port + offset) for offset in offsets):
             yield port
 
 

@@ -84,7 +84,9 @@ async def measured(
     path: str = "/v1/batches",
 ) -> Answer:
     """POST the body while polling /healthz; assert the worst answer under 50 ms beyond what the machine itself adds
-    over as long with nothing else to do (a loaded test machine stalls any process now and then)."""
+    over as long with nothing else to do, or under a tenth of the request's own time. A loop held by the work answers
+    nothing for most of that time; a loaded machine stretches the work and the worst answer alike, so the share holds
+    where a fixed budget measures the machine's load."""
     async with httpx.AsyncClient(base_url=api) as http:  # routes are made at their first request: not measured here
         await http.post("/v1/batches", json={"calls": []}, headers=headers)
     started = time.perf_counter()
@@ -92,7 +94,7 @@ async def measured(
     took = time.perf_counter() - started
     noise, _ = await worst_healthz(api, seconds=min(took, 10))
     print(f"{what}: answered in {took:.2f} s; worst /healthz {worst * 1000:.1f} ms (idle: {noise * 1000:.1f} ms)")
-    assert worst < budget + noise
+    assert worst < max(budget + noise, took / 10)
     return answer
 
 
