@@ -106,11 +106,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`serial` tests share one xdist group (`--dist loadgroup`), so no two of them ever run at the same time; and
-    every test has a node id of its own, which is how xdist hands tests to its workers."""
+    """`serial` tests share one xdist group (`--dist loadgroup`), so no two of them ever run at the same time; every
+    test has a node id of its own, which is how xdist hands tests to its workers; and `slow` tests (and the serial
+    group) come first, so the run does not end on one worker finishing a long test while the others wait."""
     for item in items:
         if item.get_closest_marker("serial"):
             item.add_marker(pytest.mark.xdist_group("serial"))
+    items.sort(key=lambda item: (not item.get_closest_marker("serial"), not item.get_closest_marker("slow")))
     twice = [nodeid for nodeid, count in Counter(item.nodeid for item in items).items() if count > 1]
     if twice:
         raise pytest.UsageError(f"tests share a node id, so a parallel run would skip all but one: {twice[:3]}")
