@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import math
 import os
@@ -25,7 +24,7 @@ from mcp_batch.backends.servers_file import load_servers, require_secrets_key
 from mcp_batch.contract.checks import Bounds
 from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.credentials import flow_state
-from mcp_batch.ops import durability, logs, tracing
+from mcp_batch.ops import collector, durability, logs, tracing
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.ops.replication import WriteGuard
 from mcp_batch.ops.slot_wait import SlotWait
@@ -137,7 +136,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     if settings.warm_sessions:  # in the background: start-up never waits for a backend
         state.loops.append(asyncio.create_task(pool.warm(), name="warm-sessions"))
     ctx[STATE] = state
-    gc.freeze()  # what start-up made lives as long as the worker: the collector need not walk it after every item
+    collector.freeze_what_startup_made()  # the collector need not walk start-up's objects after every item
     logger.info("worker %s ready for %d backends", worker_id, len(registry))
 
 

@@ -7,16 +7,19 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import redis
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -24,6 +27,7 @@ from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
 from service.bodies import off_loop
 from service.bodies.strict_route import StrictJSONRoute
+from tests.conftest import REDIS_URL
 from tests.support import api_process
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow, pytest.mark.serial]  # its assertions are durations
@@ -60,17 +64,66 @@ async def post(url: str, body: bytes, headers: dict[str, str], tmp_path: Path) -
     return Answer(int(code), text)
 
 
-async def worst_healthz(base_url: str, work: Awaitable[Answer] | None = None, seconds: float = 0) -> tuple[float, Any]:
+def waited_for_a_cpu(pids: list[int]) -> float:
+    """Seconds the threads of these processes have spent runnable but not running (the kernel's run delay, from
+    /proc/<pid>/task/<tid>/schedstat; 0 where the kernel keeps none): time a loaded machine kept them off the CPU."""
+    total = 0
+    for pid in pids:
+        with suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with suppress(OSError, IndexError, ValueError):
+                    total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+    return total / 1e9
+
+
+def answering_processes(base_url: str, redis_url: str) -> list[int]:
+    """What a /healthz answer waits on: the API process (this process's child serving the port), Redis (it pings
+    it), and this process (it polls)."""
+    port = base_url.rsplit(":", 1)[1]
+    api = [
+        int(pid)
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and f"--port\0{port}\0" in _cmdline(int(pid)) and _parent(int(pid)) == os.getpid()
+    ]
+    with redis.Redis.from_url(redis_url) as client:
+        redis_pid = int(client.info("server")["process_id"])
+    return [*api, redis_pid, os.getpid()]
+
+
+def _cmdline(pid: int) -> str:
+    with suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\x00", "\0") + "\0"
+    return ""
+
+
+def _parent(pid: int) -> int:
+    with suppress(OSError, IndexError, ValueError):
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return -1
+
+
+async def worst_healthz(
+    base_url: str, watched: list[int], work: Awaitable[Answer] | None = None, seconds: float = 0
+) -> tuple[float, Any]:
     """The slowest /healthz answer (seconds) while `work` runs, polling one request after another; without `work`,
-    for `seconds` (the machine's own noise)."""
+    for `seconds` (the machine's own noise). Each answer's time is less what the machine kept the `watched`
+    processes waiting for a CPU meanwhile: with more runnable threads than cores, the thread holding the GIL is
+    preempted, and the loop waits on it however short the service's own steps are. This process's own collector is
+    off meanwhile: a collection here (the test worker holds the collected suite, and the test's bodies) would be timed
+    as the service's pause."""
     task = asyncio.ensure_future(work) if work is not None else None
     worst, until = 0.0, time.perf_counter() + seconds
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as health:
-        await health.get("/healthz")  # the connection is open before timing starts
-        while (not task.done()) if task is not None else time.perf_counter() < until:
-            started = time.perf_counter()
-            assert (await health.get("/healthz")).status_code == 200
-            worst = max(worst, time.perf_counter() - started)
+    gc.disable()
+    try:
+        async with httpx.AsyncClient(base_url=base_url, timeout=30) as health:
+            await health.get("/healthz")  # the connection is open before timing starts
+            while (not task.done()) if task is not None else time.perf_counter() < until:
+                started, waited = time.perf_counter(), waited_for_a_cpu(watched)
+                assert (await health.get("/healthz")).status_code == 200
+                took = time.perf_counter() - started
+                worst = max(worst, took - (waited_for_a_cpu(watched) - waited))
+    finally:
+        gc.enable()
     return worst, (await task if task is not None else None)
 
 
@@ -84,17 +137,17 @@ async def measured(
     path: str = "/v1/batches",
 ) -> Answer:
     """POST the body while polling /healthz; assert the worst answer under 50 ms beyond what the machine itself adds
-    over as long with nothing else to do, or under a tenth of the request's own time. A loop held by the work answers
-    nothing for most of that time; a loaded machine stretches the work and the worst answer alike, so the share holds
-    where a fixed budget measures the machine's load."""
+    over as long with nothing else to do. A loop held by the work answers nothing for most of that time."""
     async with httpx.AsyncClient(base_url=api) as http:  # routes are made at their first request: not measured here
         await http.post("/v1/batches", json={"calls": []}, headers=headers)
+    watched = answering_processes(api, REDIS_URL)
+    assert len(watched) == 3, watched
     started = time.perf_counter()
-    worst, answer = await worst_healthz(api, post(f"{api}{path}", body, headers, tmp_path))
+    worst, answer = await worst_healthz(api, watched, post(f"{api}{path}", body, headers, tmp_path))
     took = time.perf_counter() - started
-    noise, _ = await worst_healthz(api, seconds=min(took, 10))
-    print(f"{what}: answered in {took:.2f} s; worst /healthz {worst * 1000:.1f} ms (idle: {noise * 1000:.1f} ms)")
-    assert worst < max(budget + noise, took / 10)
+    noise, _ = await worst_healthz(api, watched, seconds=min(took, 10))
+    print(f"{what}: answered in {took:.2f} s; worst /healthz less CPU waits {worst:.4f} s (idle {noise:.4f} s)")
+    assert worst < budget + noise
     return answer
 
 
