@@ -351,7 +351,14 @@ class Settings(SignInSettings):
     mcp_listens_per_key: int = Field(
         10,
         ge=1,
-        description="Most task listens (`subscriptions/listen`) one key holds open at once on one API process.",
+        description="Most task listens (`subscriptions/listen`) one key holds open at once, on all API processes "
+        "together.",
+    )
+    mcp_listen_lease_seconds: float = Field(
+        10.0,
+        ge=0.3,
+        description="How long an open listen's slot outlives its process's last renewal (renewed every third of "
+        "it): a killed API process's listens free their slots after this.",
     )
     mcp_proxy: bool = Field(
         False,
