@@ -191,7 +191,9 @@ class Settings(SignInSettings):
         ge=1,
         description="Most of one worker's job slots one tenant's jobs hold at once, so another tenant's batch finds a "
         "slot however long the first tenant's jobs run (a call waiting on a person's answer included). Default: four "
-        "fifths of MCP_BATCH_WORKER_MAX_JOBS, rounded up; all of them with MCP_BATCH_AUTH=none (one tenant).",
+        "fifths of MCP_BATCH_WORKER_MAX_JOBS, rounded up, and never more than all but one (1, 1, 2, 4, 40 of 1, 2, 3, "
+        "5, 50 slots; a worker of one slot lends it whole, so there another tenant waits for its job to end); all of "
+        "them with MCP_BATCH_AUTH=none (one tenant).",
     )
     worker_idle_poll_seconds: float = Field(
         0.5, gt=0, description="Fallback queue poll when no wake-up arrives (new work wakes workers at once)."
