@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable
 from functools import partial
 from typing import Any, cast
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
@@ -49,6 +50,7 @@ TASKS = "io.modelcontextprotocol/tasks"
 LISTEN = "subscriptions/listen"
 MOST_TASK_IDS = 100  # task ids one listen may follow
 _NOT_FOUND = "Failed to retrieve task: Task not found"
+_DROP_SECONDS = 5.0  # longest a listen's end waits to free its slot at once; past it the lease lapses instead
 TASK_CHANGED = "notifications/tasks"  # a task's status changed: its Task fields, stamped with the subscription id
 
 
@@ -118,10 +120,9 @@ class TaskListen:
             yield
         finally:
             renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
-            with contextlib.suppress(RedisError):  # else it lapses with its lease
-                await listens.drop(holder, listen_id)
+            # Shielded: a client that hangs up cancels the listen, and a cancelled scope would cancel the drop too.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_DROP_SECONDS), contextlib.suppress(RedisError):
+                await listens.drop(holder, listen_id)  # else its slot frees when its lease lapses
 
     async def _follow(
         self,

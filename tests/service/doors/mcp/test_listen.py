@@ -11,7 +11,6 @@ import contextlib
 import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import redis.asyncio as aioredis
 
 from mcp_batch.settings import Settings
 from mcp_batch.store import Store
-from mcp_batch.tenants import hash_key
+from mcp_batch.tenants import ANYONE, hash_key
 from tests.service.doors.mcp.wire import VERSION, call_tool, cancel_task, envelope, rpc
 from tests.support import api_process, api_process_handle, eventually, running_service, running_worker
 
@@ -138,7 +137,7 @@ async def test_a_keys_listen_cap_holds_across_api_processes_and_a_killed_ones_li
     capped = settings.model_copy(update={**update, "mcp_listens_per_key": 2, "mcp_listen_lease_seconds": 1.0})
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    alpha_open = partial(Store(redis, capped.key_names, 60).listens.open, hash_key(ALPHA))
+    alpha_open = Store(redis, capped.key_names, 60).listens.open
     auth = {"Authorization": f"Bearer {ALPHA}"}
     with api_process_handle(capped, tmp_path / "a") as (first, doomed), api_process(capped, tmp_path / "b") as second:
         one = httpx.AsyncClient(base_url=first, headers=auth, timeout=30)
@@ -164,9 +163,10 @@ async def test_a_keys_listen_cap_holds_across_api_processes_and_a_killed_ones_li
             other_key = asyncio.create_task(follow(beta, heard[2]))  # the cap is per key, not per tenant
             await asyncio.wait_for(heard[2].wait(), 20)
             doomed.kill()  # SIGKILL: its listen is never dropped, only left to lapse
-            await eventually(lambda: _reaches(alpha_open, 1), what="the killed process's listen lapsing")
+            lapsed = "the killed process's listen lapsing"
+            await eventually(lambda: _reaches(alpha_open, hash_key(ALPHA), 1), what=lapsed)
             again = asyncio.create_task(follow(two, asyncio.Event()))
-            await eventually(lambda: _reaches(alpha_open, 2), what="a listen in the freed slot")
+            await eventually(lambda: _reaches(alpha_open, hash_key(ALPHA), 2), what="a listen in the freed slot")
             assert (await cancel_task(two, task_id)).status == 200
             for ended in await asyncio.wait_for(asyncio.gather(kept, other_key, again), 20):
                 assert "result" in ended[-1]  # each closed with the listen's result
@@ -174,5 +174,26 @@ async def test_a_keys_listen_cap_holds_across_api_processes_and_a_killed_ones_li
                 await killed
 
 
-async def _reaches(count: Callable[[], Awaitable[int]], n: int) -> bool:
-    return await count() == n
+async def _reaches(count: Callable[[str], Awaitable[int]], holder: str, n: int) -> bool:
+    return await count(holder) == n
+
+
+async def test_a_listen_whose_client_hangs_up_frees_its_slot_at_once(settings: Settings, redis: aioredis.Redis) -> None:
+    leased = settings.model_copy(update={"mcp_task_wait_seconds": 0, "mcp_listen_lease_seconds": 600})
+    async with running_service(leased) as service, httpx.AsyncClient(base_url=service.base_url, timeout=60) as http:
+        task_id = (await call_tool(http, "submit_batch", {"calls": [SLOW]})).result["taskId"]  # no worker: queued
+        listens = Store(redis, leased.key_names, 60).listens
+        heard = asyncio.Event()
+        hanging_up = httpx.AsyncClient(base_url=service.base_url, timeout=60)
+
+        async def follow() -> None:
+            async for _ in listen(hanging_up, [task_id]):
+                heard.set()
+
+        following = asyncio.create_task(follow())
+        await asyncio.wait_for(heard.wait(), 20)
+        assert await listens.open(ANYONE.holder) == 1
+        following.cancel()
+        await hanging_up.aclose()
+        await eventually(lambda: _reaches(listens.open, ANYONE.holder, 0), what="the slot freed", timeout=10)
+        assert (await cancel_task(http, task_id)).status == 200
