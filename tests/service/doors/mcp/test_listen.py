@@ -1,6 +1,7 @@
 """Pushed task status: `subscriptions/listen` with `taskIds` on the MCP door, raw JSON-RPC over streamable HTTP.
 A client listening on one API process hears about a task submitted and cancelled through another (two real
-`mcp-batch api` processes on one Redis); another tenant's task id is refused as an unknown one. These tests also
+`mcp-batch api` processes on one Redis); another tenant's task id is refused as an unknown one; a key's cap holds
+across API processes, a killed process's listens lapse, and a client that hangs up frees its slot. These tests also
 guard what listen.py relies on in the SDK: its middleware sees the listen first, and the session sends a
 `notifications/tasks` it has no type for."""
 
