@@ -44,7 +44,8 @@ return {1, 0, '', ''}
 
 
 class Ending:
-    """Applies a batch's end, and a renewal's finished items, to the keys of other slots."""
+    """Where a batch's end, and a renewal's finished items, reach the keys of other slots: in the batch's own scripts
+    on one node (`script`, `batch_keys`), else in a second step (`settle`, `count_down`)."""
 
     def __init__(self, redis: Redis, control: Redis, keys: Keys) -> None:
         self.redis = redis
