@@ -66,6 +66,9 @@ Control plane (MCP_BATCH_REDIS_URL: one Redis, standalone or Sentinel; a few com
     {p}:workers               zset    worker id -> its last heartbeat (ms); live workers decide how a batch is sharded
     {p}:cursor-secret         string  the random key cursors are signed with when MCP_BATCH_CURSOR_SECRET is unset
     {p}:queue                 zset    the arq queue of batch jobs (arq's own job keys live under `arq:`)
+    {p}:listens:{sha256}      zset    one API key's open task listens (MCP `subscriptions/listen`) on every API
+                                      process: listen id -> its lease's expiry (ms, this Redis's clock); a lease
+                                      not renewed (its process died) lapses, and the key expires with its last one
 Channels are the server's, not a database's (pub/sub ignores the database number), so on a database other than 0
 they carry its number, `{p}:<db>:events:...`: deployments that share a Redis on different databases never hear each
 other's messages.
@@ -268,6 +271,10 @@ class Keys:
     @property
     def queue(self) -> str:
         return f"{self.prefix}:queue"
+
+    def listens(self, holder: str) -> str:
+        """Control plane: the open listens of one holder (the SHA-256 of its API key), store/listens.py."""
+        return f"{self.prefix}:listens:{holder}"
 
     @property
     def queue_turns(self) -> str:

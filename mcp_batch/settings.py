@@ -191,7 +191,9 @@ class Settings(SignInSettings):
         ge=1,
         description="Most of one worker's job slots one tenant's jobs hold at once, so another tenant's batch finds a "
         "slot however long the first tenant's jobs run (a call waiting on a person's answer included). Default: four "
-        "fifths of MCP_BATCH_WORKER_MAX_JOBS, rounded up; all of them with MCP_BATCH_AUTH=none (one tenant).",
+        "fifths of MCP_BATCH_WORKER_MAX_JOBS, rounded up, and never more than all but one (1, 1, 2, 4, 40 of 1, 2, 3, "
+        "5, 50 slots; a worker of one slot lends it whole, so there another tenant waits for its job to end); all of "
+        "them with MCP_BATCH_AUTH=none (one tenant).",
     )
     worker_idle_poll_seconds: float = Field(
         0.5, gt=0, description="Fallback queue poll when no wake-up arrives (new work wakes workers at once)."
@@ -351,7 +353,14 @@ class Settings(SignInSettings):
     mcp_listens_per_key: int = Field(
         10,
         ge=1,
-        description="Most task listens (`subscriptions/listen`) one key holds open at once on one API process.",
+        description="Most task listens (`subscriptions/listen`) one key holds open at once, on all API processes "
+        "together.",
+    )
+    mcp_listen_lease_seconds: float = Field(
+        10.0,
+        ge=0.3,
+        description="How long an open listen's slot outlives its process's last renewal (renewed every third of "
+        "it): a killed API process's listens free their slots after this.",
     )
     mcp_proxy: bool = Field(
         False,

@@ -112,6 +112,7 @@ class Caller:
     keyed: bool = True  # False only with auth off: there is no key, so no tenant to hold a team to
     proxy: bool = True  # the MCP door's proxied backend tools (keys get it only from the keys file)
     scopes: tuple[tuple[Right, str], ...] = ()  # a token's: the scope that grants each right, for a step-up hint
+    key_sha256: str | None = None  # a key's: the SHA-256 of the key it presented (None for a token, or auth off)
 
     def scope_for(self, right: Right) -> str | None:
         """The scope a token caller would need for `right` (None for a key)."""
@@ -122,6 +123,12 @@ class Caller:
 
     def may(self, right: Right) -> bool:
         return right in self.rights
+
+    @property
+    def holder(self) -> str:
+        """Who holds what is counted per key across processes (open listens): its key's SHA-256; a token's (or auth
+        off's) tenant and name, hashed the same way, so any of them may name a key."""
+        return self.key_sha256 or hash_key(f"{self.tenant}\0{self.name or ''}")
 
     @property
     def write(self) -> bool:
@@ -191,6 +198,7 @@ class KeyRing:
             rate_share=_lower(e.rate_share, bounds.rate_share),
             name=e.name,
             proxy=e.proxy or bounds.proxy,
+            key_sha256=e.sha256,
         )
 
 

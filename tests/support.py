@@ -415,6 +415,13 @@ def worker_processes(
 @contextmanager
 def api_process(settings: Settings, tmp: Path) -> Iterator[str]:
     """A real `mcp-batch api` process for these settings, its base URL once /healthz answers."""
+    with api_process_handle(settings, tmp) as (base_url, _):
+        yield base_url
+
+
+@contextmanager
+def api_process_handle(settings: Settings, tmp: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A real `mcp-batch api` process for these settings: its base URL once /healthz answers, and the process."""
     port = free_port()
     log = tmp / "api.log"
     env = {**os.environ, **settings_env(settings)}
@@ -432,7 +439,7 @@ def api_process(settings: Settings, tmp: Path) -> Iterator[str]:
             return False
 
         eventually_blocking(healthy, what="the API process's /healthz", timeout=30)
-        yield base_url
+        yield base_url, proc
     finally:
         proc.terminate()
         try:

@@ -3,9 +3,9 @@
 The queue's scores already take tenants in turns (store/queue.py). Here, among the jobs the worker read from the
 queue's head, each tenant's jobs fill that tenant's turns highest priority first (a `high` batch goes ahead of its
 own tenant's queued work, never ahead of another tenant's), and a free slot goes to the tenant holding the fewest
-of this worker's slots, its oldest turn first. A tenant holds at most `tenant_max_jobs` of the worker's slots, so
-another tenant's batch always finds one, however long the first tenant's jobs run (a call waiting on a person's
-answer included).
+of this worker's slots, its oldest turn first. A tenant holds at most `tenant_max_jobs` of the worker's slots (by
+default all but one at most), so another tenant's batch always finds one, however long the first tenant's jobs run
+(a call waiting on a person's answer included).
 """
 
 from __future__ import annotations
@@ -23,12 +23,15 @@ _NOBODY = Owner("")  # a job whose batch is gone: it starts and ends at once
 
 def tenant_job_slots(settings: Settings) -> int:
     """How many of a worker's job slots one tenant's jobs may hold: `worker_tenant_max_jobs`, or four fifths of the
-    slots rounded up (all of them with auth off: there is one tenant)."""
+    slots rounded up but at most all but one, so another tenant can always start (all of them with auth off: there
+    is one tenant). A worker of one slot lends it whole: none would run nothing, so there another tenant waits for
+    the job in it to end, and only more slots or workers keep a tenant's waiting calls from holding the rest back."""
+    slots = settings.worker_max_jobs
     if settings.worker_tenant_max_jobs is not None:
-        return min(settings.worker_tenant_max_jobs, settings.worker_max_jobs)
+        return min(settings.worker_tenant_max_jobs, slots)
     if settings.auth == "none":
-        return settings.worker_max_jobs
-    return -(-settings.worker_max_jobs * 4 // 5)
+        return slots
+    return max(1, min(slots - 1, -(-slots * 4 // 5)))
 
 
 def fair_order(jobs: Sequence[str], owners: Mapping[str, Owner], held: Counter[str], most: int) -> list[str]:

@@ -8,6 +8,7 @@
     idempotency   Idempotency-Key records
     webhooks      the completion webhooks' delivery queue
     queue         shard jobs into arq's queue and the wake after them, workers' heartbeats (the control plane)
+    listens       each API key's open task listens on every API process, leased (the listen cap)
     deletion      deleting an ended batch whole
     questions     the questions backends wait on during a call, and the callers' answers
     latencies     the call latency observed recently per backend and tool (the dry run's estimate)
@@ -37,6 +38,7 @@ from mcp_batch.store.ending import Ending
 from mcp_batch.store.idempotency import IdempotencyKeys
 from mcp_batch.store.latency import Latencies
 from mcp_batch.store.leases import Leases
+from mcp_batch.store.listens import Listens
 from mcp_batch.store.oauth import OAuthStates
 from mcp_batch.store.progress import Progress
 from mcp_batch.store.questions import Questions
@@ -82,6 +84,7 @@ class Store:
         self.idempotency = IdempotencyKeys(redis, keys, live_ms)
         self.webhooks = WebhookQueue(redis, keys, _WEBHOOK_LEASE_SECONDS, control)
         self.queue = JobQueue(control, keys)
+        self.listens = Listens(control, keys)
         self.deletion = Deletion(redis, keys, control)
         self.questions = Questions(redis, keys)
         self.latencies = Latencies(redis, keys)

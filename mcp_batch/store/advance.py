@@ -1,11 +1,11 @@
 """The finish-and-claim script that `Claims.step` runs (claims.py): the worker's hot path inside Redis, written
 against what Redis's Lua costs. It takes the batch scripts' KEYS and first ARGV and ends a batch by their `finalize`
-(scripts.py)."""
+(scripts.py), in both their forms (`EndingScript`)."""
 
 from __future__ import annotations
 
 from mcp_batch.models import FAILED_ITEM
-from mcp_batch.store.scripts import COMMON
+from mcp_batch.store.scripts import EndingScript
 
 # The failed item statuses (a record of one is added to the batch's `failed` set) as a Lua set.
 _FAILED = "{" + ", ".join(f"{status.value} = true" for status in sorted(FAILED_ITEM)) + "}"
@@ -37,9 +37,8 @@ _FAILED = "{" + ", ".join(f"{status.value} = true" for status in sorted(FAILED_I
 # `final` is the status when this call ended the batch), -2 (the batch is gone), -3 (this job's lease was taken
 # over). With state 1 and `want` > 0, the claims follow: the number of orphans claimed, index, spec and flag of each,
 # then the cursor's first index and the specs from it on (flag 0), straight from LRANGE.
-ADVANCE = (
-    COMMON
-    + f"""
+ADVANCE = EndingScript.of(
+    f"""
 local FAILED = {_FAILED}
 """
     + """

@@ -24,7 +24,7 @@ from mcp_batch.store.advance import ADVANCE
 from mcp_batch.store.batch_row import load_spec
 from mcp_batch.store.ending import Ending
 from mcp_batch.store.outage import with_redis_retry
-from mcp_batch.store.scripts import batch_args, batch_keys
+from mcp_batch.store.scripts import batch_args
 
 _FAILED = frozenset(status.value for status in FAILED_ITEM)
 
@@ -92,7 +92,8 @@ class Claims:
         self.keys = keys
         self.live_ms = live_ms
         self.outage_seconds = outage_seconds  # how long a step waits out a Redis outage before failing
-        self._advance = redis.register_script(ADVANCE)
+        self._advance = ending.script(ADVANCE)
+        self._advance_text = ADVANCE.here if ending.one_node else ADVANCE.later
 
     async def step(
         self,
@@ -123,10 +124,10 @@ class Claims:
         told = "" if lanes is None else " ".join(map(str, lanes))
         args = [*batch_args(batch_id), job, self.live_ms, want, len(indexes), back, told]
         args += [",".join(str(claim.index) for claim in held), *indexes, *statuses, *records, *failed_ids]
-        reply = await self._evalsha(batch_keys(self.keys, batch_id), args)
+        reply = await self._evalsha(self.ending.batch_keys(batch_id), args)
         state = int(reply[0])
         if reply[1]:  # this step ended the batch
-            await with_redis_retry(lambda: self.ending.settle(batch_id), outage=self.outage_seconds)
+            await with_redis_retry(lambda: self.ending.ended(batch_id), outage=self.outage_seconds)
         claims = _claims(reply) if len(reply) > 2 else []
         return Step(claims, more=state == 1, lost=state == -3)
 
@@ -142,5 +143,5 @@ class Claims:
         try:
             return await self.redis.evalsha(self._advance.sha, len(keys), *keys, *args)  # type: ignore[misc]
         except NoScriptError:
-            await self.redis.script_load(ADVANCE)  # a restarted or flushed Redis lost the script
+            await self.redis.script_load(self._advance_text)  # a restarted or flushed Redis lost the script
             return await self.redis.evalsha(self._advance.sha, len(keys), *keys, *args)  # type: ignore[misc]

@@ -13,7 +13,8 @@ expires with its retention. The keys are named from the batch's hash (its tenant
 once written), read first; the first script reads the hash again, so a batch deleted or ended in between is seen as
 it is. A webhook attempt a worker has already claimed may still be sent; the next one finds the batch gone. What the
 batch's end left to settle and no one has taken yet (a cancel answered between its script and its settle) is taken
-with the hash and applied here, so the unfinished counts never keep a deleted batch's items.
+with the hash and applied here (in the first script itself where every key is on one node, where only a process that
+settles in steps leaves one), so the unfinished counts never keep a deleted batch's items.
 """
 
 from __future__ import annotations
@@ -35,14 +36,30 @@ _TERMINAL = "{" + ", ".join(f"{status.value} = true" for status in sorted(TERMIN
 # Returns {'deleted', its Idempotency-Key's record ('' none), its untaken `settle` ('' none), its tenant's unfinished
 # count}, {'missing'} or {'running', status}. The `settle` an end left and no one took yet goes with the hash, so the
 # script hands it back to be applied here: a delete between an end and its settle strands no count.
-_DELETE_BATCH = f"""
+_CHECK_AND_DELETE = f"""
 local TERMINAL = {_TERMINAL}
 local m = redis.call('HMGET', KEYS[1], 'status', 'idempotency_key', 'settle', 'tenant_unfinished')
 if not m[1] then return {{'missing'}} end
 if not TERMINAL[m[1]] then return {{'running', m[1]}} end
 redis.call('DEL', unpack(KEYS))
-return {{'deleted', m[2] or '', m[3] or '', m[4] or ''}}
 """
+_DELETE_BATCH = _CHECK_AND_DELETE + "return {'deleted', m[2] or '', m[3] or '', m[4] or ''}\n"
+
+# The same on one node, where the untaken `settle` (an end by a process that settles in steps) is applied in the
+# script itself. ARGV: 1 the service's unfinished count, 2 the done channel, 3 the batch id (not KEYS: every key
+# given is deleted).
+_DELETE_BATCH_HERE = (
+    _CHECK_AND_DELETE
+    + """
+local left = tonumber(m[3] or '0')
+if left > 0 then
+  redis.call('DECRBY', ARGV[1], left)
+  if m[4] then redis.call('DECRBY', m[4], left) end
+end
+if m[3] then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
+return {'deleted', m[2] or '', '', m[4] or ''}
+"""
+)
 
 # The tenant's slot. KEYS: 1 stored bytes, 2 stored sizes, 3 stored until, 4 the tenant's batches, then the index of
 # each metadata pair. ARGV: 1 batch id. Idempotent: the bytes are released once.
@@ -65,7 +82,8 @@ class Deletion:
         self.redis = redis
         self.control = redis if control is None else control
         self.keys = keys
-        self._delete_batch = redis.register_script(_DELETE_BATCH)
+        self.one_node = redis is self.control  # every key on one node: an untaken settle is applied in the script
+        self._delete_batch = redis.register_script(_DELETE_BATCH_HERE if self.one_node else _DELETE_BATCH)
         self._delete_tenant = redis.register_script(_DELETE_TENANT)
 
     async def delete(self, batch_id: str) -> None:
@@ -79,7 +97,8 @@ class Deletion:
             raise BatchNotFound(batch_id)
         owner = tenant.decode()
         own = [*keys.batch_keys(batch_id), keys.questions(batch_id), keys.answers(batch_id), keys.progress(batch_id)]
-        reply = cast(list[Any], await self._delete_batch(own, []))
+        args = [keys.unfinished, keys.done_channel, batch_id] if self.one_node else []
+        reply = cast(list[Any], await self._delete_batch(own, args))
         outcome = reply[0].decode()
         if outcome == "missing":
             raise BatchNotFound(batch_id)

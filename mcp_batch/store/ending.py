@@ -1,15 +1,18 @@
-"""What a batch's end and a lease renewal change outside the batch's own slot, applied after the batch's script.
+"""What a batch's end and a lease renewal change outside the batch's own slot, and where that is done.
 
-A batch's scripts touch only its slot (scripts.py). Its end also changes keys elsewhere: the service's unfinished
-count and the webhook queue and the done channel (control plane), its tenant's unfinished count and stored bytes'
-release time (the tenant's slot), and its Idempotency-Key's expiry (that key's slot). `finalize` leaves what they
-need in the batch's `settle` field; `settle` takes it (once, in one script) and applies it, control plane first.
-Taking it first makes every failure one-sided: a crash after the take leaves a count high (a ceiling met a little
-early), a webhook due at its fallback time (admission.py queues one at submit) and a key living its live TTL; never a
-count low, a webhook sent twice, or a batch's state half-ended. When both planes are one Redis (standalone or
-Sentinel-managed, no data-plane URL), every key is on one node: one script takes the field and applies it all (one
-round trip instead of three or four, nothing half-applied), and a lease renewal takes its finished items off the
-counts in its own script (`ONE_NODE_RENEW`), so there a crash leaves no count high.
+A batch's end also changes keys elsewhere: the service's unfinished count and the webhook queue and the done channel
+(control plane), its tenant's unfinished count and stored bytes' release time (the tenant's slot), and its
+Idempotency-Key's expiry (that key's slot). When both planes are one Redis (standalone or Sentinel-managed, no
+data-plane URL), every key is on one node: each script that may end a batch runs in the form that makes those changes
+itself (`EndingScript.here`, picked by `Ending.script`), and a lease renewal takes its finished items off the counts
+in its own script (`ONE_NODE_RENEW`). Nothing is then left between two steps for a DELETE, a crash or a race to
+strand. Where the keys are on other slots or another Redis (a cluster's data plane, or a separate control plane), no
+script can touch them all: the end leaves them in the batch's `settle` field, and `settle` takes it (once, in one
+script) and applies it, control plane first. Taking it first makes every failure one-sided: a crash after the take
+leaves a count high (a ceiling met a little early; the repair pass, repair.py, brings it down), a webhook due at its
+fallback time (admission.py queues one at submit) and a key living its live TTL; never a count low, a webhook sent
+twice, or a batch's state half-ended. A DELETE between an end and its settle takes the field with the hash and
+applies it (deletion.py).
 """
 
 from __future__ import annotations
@@ -17,50 +20,21 @@ from __future__ import annotations
 from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 
 from mcp_batch.keys import Keys
-from mcp_batch.store.scripts import RENEW_STEP, SETTLE, SETTLE_TAKEN
+from mcp_batch.store.scripts import RENEW_STEP, SETTLE, TENANT_PART, EndingScript, batch_keys, end_keys
 
-# The tenant's slot: when its stored bytes of this batch are released (`ms` from now, on this node's clock, as the
-# submit's sweep) and its unfinished count. '' names no key.
-_TENANT_PART = """
-local function tenant_part(stored, unfinished, id, ms, due)
-  if stored ~= '' and unfinished ~= '' then
-    local t = redis.call('TIME')
-    redis.call('ZADD', stored, 'XX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ms, id)
-  end
-  if unfinished ~= '' and due > 0 then redis.call('DECRBY', unfinished, due) end
-end
-"""
 # KEYS: 1 the tenant's stored-until zset, 2 its unfinished count. ARGV: 1 batch id, 2 ms until its bytes are
 # released, 3 items to subtract.
-_TENANT = _TENANT_PART + "tenant_part(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))\nreturn 1\n"
-
-# The whole settle on one node. KEYS: 1 meta, 2 the webhook queue, 3 the unfinished count, 4 the deadlines. ARGV: 1
-# batch id, 2 the done channel. The tenant's and the Idempotency-Key's names are read from the meta hash, so they are
-# not in KEYS: a script may touch keys it was not given only off a cluster, which is the only place this one runs.
-_ONE_NODE = (
-    SETTLE_TAKEN
-    + _TENANT_PART
-    + """
-if not taken then return 0 end
-local left, ms = tonumber(m[1]), math.floor(tonumber(m[2]) * 1000)
-if m[6] then redis.call('ZADD', KEYS[2], 0, ARGV[1]) end
-redis.call('DECRBY', KEYS[3], left)
-redis.call('ZREM', KEYS[4], ARGV[1])
-tenant_part(m[5] or '', m[4] or '', ARGV[1], ms, left)
-if m[3] and m[3] ~= '' then redis.call('PEXPIRE', m[3], ms) end
-redis.call('PUBLISH', ARGV[2], ARGV[1])
-return 1
-"""
-)
+_TENANT = TENANT_PART + "tenant_part(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))\nreturn 1\n"
 
 # A lease renewal with its share of the counts in the same script, on one node: a crash cannot come between them.
-# KEYS: the batch keys. ARGV: RENEW's, then 4 the batch id, 5 the unfinished count (named here, not in KEYS, as in
-# the one-node settle). Returns RENEW's reply with nothing left for the caller to apply.
+# KEYS: the batch keys. ARGV: RENEW's, then 4 the batch id, 5 the unfinished count (named here, not in KEYS: the
+# renewal refreshes the TTL of every key it is given). Returns RENEW's reply with nothing left for the caller to apply.
 ONE_NODE_RENEW = (
     RENEW_STEP
-    + _TENANT_PART
+    + TENANT_PART
     + """
 if due > 0 then redis.call('DECRBY', ARGV[5], due) end
 tenant_part(m[5] or '', m[4] or '', ARGV[4], tonumber(ARGV[3]), due)
@@ -70,7 +44,8 @@ return {1, 0, '', ''}
 
 
 class Ending:
-    """Applies a batch's end, and a renewal's finished items, to the keys of other slots."""
+    """Where a batch's end, and a renewal's finished items, reach the keys of other slots: in the batch's own scripts
+    on one node (`script`, `batch_keys`), else in a second step (`settle`, `count_down`)."""
 
     def __init__(self, redis: Redis, control: Redis, keys: Keys) -> None:
         self.redis = redis
@@ -79,14 +54,24 @@ class Ending:
         self._settle = redis.register_script(SETTLE)
         self._tenant = redis.register_script(_TENANT)
         self.one_node = redis is control  # both planes one Redis: every key on one node, so one script per step
-        self._one_node = redis.register_script(_ONE_NODE)
+
+    def script(self, ending: EndingScript) -> AsyncScript:
+        """The form of a script that may end a batch that suits these clients (run it with `batch_keys`)."""
+        return self.redis.register_script(ending.here if self.one_node else ending.later)
+
+    def batch_keys(self, batch_id: str) -> list[str]:
+        """KEYS of the form `script` picked: the batch's own, then on one node what its end changes elsewhere."""
+        own = batch_keys(self.keys, batch_id)
+        return [*own, *end_keys(self.keys)] if self.one_node else own
+
+    async def ended(self, batch_id: str) -> None:
+        """After a script (of the form `script` picked) that may have ended the batch: apply what its end left, where
+        the script could not (nothing on one node, or when it did not end)."""
+        if not self.one_node:
+            await self.settle(batch_id)
 
     async def settle(self, batch_id: str) -> None:
-        """After a script that may have ended the batch: apply what its end left (nothing when it did not end)."""
-        if self.one_node:
-            keys = [self.keys.batch(batch_id), self.keys.webhooks, self.keys.unfinished, self.keys.deadlines]
-            await self._one_node(keys, [batch_id, self.keys.done_channel])
-            return
+        """Take and apply what an end left in the batch's `settle` field (nothing when there is none)."""
         reply = cast(list[Any], await self._settle([self.keys.batch(batch_id)], []))
         if not reply:
             return

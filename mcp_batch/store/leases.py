@@ -1,7 +1,8 @@
 """A batch's life beyond claiming: shard job leases and their take-over, cancel and deadlines (`Store.leases`).
 
 Each is one Lua script (scripts.py) over the batch's keys (one slot), so a take-over, a cancel or an expiry is atomic
-whatever the workers are doing meanwhile. A job's lease is the batch's `lease:<job>` field; the control plane's
+whatever the workers are doing meanwhile; one that ends the batch settles its counts in the same script where every
+key is on one node (ending.py). A job's lease is the batch's `lease:<job>` field; the control plane's
 `{p}:jobs` index, which the recovery sweep reads, follows it and may lag it: the batch's field decides.
 """
 
@@ -75,16 +76,16 @@ class Leases:
         self.keys = keys
         self.lease_ms = lease_ms
         self.live_ms = live_ms
-        self._take_over = redis.register_script(TAKE_OVER)
-        self._cancel = redis.register_script(CANCEL)
-        self._expire = redis.register_script(EXPIRE)
+        self._take_over = ending.script(TAKE_OVER)
+        self._cancel = ending.script(CANCEL)
+        self._expire = ending.script(EXPIRE)
         self._renew = redis.register_script(ONE_NODE_RENEW if ending.one_node else RENEW)
         self._started = redis.register_script(_STARTED)
         self._index = control.register_script(_INDEX)
         self._queued = control.register_script(_QUEUED)
 
     def _script_keys(self, batch_id: str) -> list[str]:
-        return batch_keys(self.keys, batch_id)
+        return self.ending.batch_keys(batch_id)
 
     def _script_args(self, batch_id: str) -> list[Any]:
         return batch_args(batch_id)
@@ -99,7 +100,7 @@ class Leases:
         args: list[str | int] = [job, self.lease_ms, self.live_ms]
         if self.ending.one_node:  # the renewal's share of the counts goes in its own script
             args += [batch_id, self.keys.unfinished]
-        reply = cast(list[Any], await self._renew(self._script_keys(batch_id), args))
+        reply = cast(list[Any], await self._renew(batch_keys(self.keys, batch_id), args))
         if not int(reply[0]):
             return False
         # The batch's lease first: the index only tells the sweep where to look, and a lagging one costs a look. The
@@ -167,7 +168,7 @@ class Leases:
                 pipe.delete(self.keys.arq_job(job), self.keys.arq_in_progress(job))
                 await pipe.execute()
             if outcome == "done":
-                await self.ending.settle(batch_id)
+                await self.ending.ended(batch_id)
         return outcome
 
     async def lapsed_jobs(self, limit: int = 100) -> list[str]:
@@ -186,7 +187,7 @@ class Leases:
         if outcome == "finished":
             raise BatchAlreadyFinished(batch_id, status)
         if outcome == "ended":
-            await self.ending.settle(batch_id)
+            await self.ending.ended(batch_id)
         else:
             await self.control.publish(self.keys.cancel_channel, batch_id)
         return CancelOutcome(outcome, BatchStatus(status))
@@ -195,7 +196,7 @@ class Leases:
         """Apply a batch's deadline if it has passed; returns the script's outcome."""
         outcome = cast(bytes, await self._expire(self._script_keys(batch_id), self._script_args(batch_id))).decode()
         if outcome in TERMINAL_VALUES:
-            await self.ending.settle(batch_id)  # nothing to settle when it had ended before
+            await self.ending.ended(batch_id)  # nothing to settle when it had ended before
         if outcome == "missing" or outcome in TERMINAL_VALUES:
             await self.control.zrem(self.keys.deadlines, batch_id)
         return outcome

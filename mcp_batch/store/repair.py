@@ -1,8 +1,9 @@
 """The repair pass (`Store.repair`): each tenant's count of unfinished items reconciled with its living batches.
 
-A batch's items are counted up at submit and down as they finish (in renewals and at its end's settle, ending.py).
-Every path keeps the count high rather than low when something fails between two steps (a crash after a script),
-so a count can only leak upwards, and a leaked count refuses the tenant (429) with nothing running. The pass reads
+A batch's items are counted up at submit and down as they finish (in renewals and at its end, ending.py). On one
+Redis both happen in the batch's own scripts; across slots or Redises they are second steps, and every path keeps the
+count high rather than low when something fails between two steps (a crash after a script), so a count can only leak
+upwards, and a leaked count refuses the tenant (429) with nothing running. The pass reads
 what the tenant's batches still hold (a living batch: its items not yet taken off, `total - counted`; an ended one:
 its `settle` not yet applied) and takes the difference off the tenant's count, and the same off the service's,
 only when the count is higher than that and did not move while it was read (compare-and-take, one script on the

@@ -3,9 +3,11 @@ worker's hot path, has a module of its own: advance.py).
 
 The batch scripts take the same KEYS (`Keys.batch_keys`: one batch's keys, one cluster slot, nothing shared) and
 start their ARGV with the same two values (now in epoch seconds, the batch id), so they share `finalize`: the one
-place a batch ends (status, retention). What an end changes outside the batch's slot (the unfinished counts, the
-webhook queue, the done message, the Idempotency-Key's and stored bytes' expiry) is left in its `settle` field for
-ending.py to apply after the script. A shard job's lease is the batch's `lease:<job>` field, scored on the node's own
+place a batch ends (status, retention). An end also changes keys outside the batch's slot (the unfinished counts, the
+webhook queue, the done message, the Idempotency-Key's and stored bytes' expiry). Each script that may end a batch
+comes in two forms (`EndingScript`): where every key is on one node, the script applies those changes itself, in
+the same script as the end; where they are on other slots or another Redis, it leaves them in the batch's `settle`
+field for ending.py to apply after it. A shard job's lease is the batch's `lease:<job>` field, scored on the node's own
 clock (TIME), so workers on machines with skewed clocks agree on when a lease has lapsed.
 
 A batch's `halt` field says why nothing more is claimed: `stop` (on_error=stop), `cancel` or `expire`; the items
@@ -15,6 +17,7 @@ never run then take the matching status (skipped, cancelled, expired), and the b
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from mcp_batch.keys import Keys
@@ -36,15 +39,64 @@ _TERMINAL = "{" + ", ".join(f"{status.value} = true" for status in sorted(TERMIN
 
 # KEYS: 1 meta, 2 calls, 3 results, 4 failed, 5 finished, 6 ids, 7 inflight, 8 orphans.
 # ARGV: 1 now, 2 batch id, then each script's own.
-# The meta hash names three keys on other slots, which ending.py updates when the batch ends: `idempotency_key` (the
+# The meta hash names three keys on other slots, which a batch's end updates (`settle`): `idempotency_key` (the
 # batch's own, expires with it), `tenant_unfinished` (its tenant's count of unfinished items) and `tenant_stored`
 # (when its tenant's stored bytes of it are released: moved with its keys' TTL, see admission.py).
 TERMINAL_SET = f"""
 local TERMINAL = {_TERMINAL}
 """
-COMMON = (
-    TERMINAL_SET
+
+# The tenant's slot: when its stored bytes of this batch are released (`ms` from now, on this node's clock, as the
+# submit's sweep) and its unfinished count. '' names no key.
+TENANT_PART = """
+local function tenant_part(stored, unfinished, id, ms, due)
+  if stored ~= '' and unfinished ~= '' then
+    local t = redis.call('TIME')
+    redis.call('ZADD', stored, 'XX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ms, id)
+  end
+  if unfinished ~= '' and due > 0 then redis.call('DECRBY', unfinished, due) end
+end
+"""
+
+# An end's changes outside the batch's slot, left for ending.py: what the unfinished counts still hold of the batch.
+# It takes them once: a crash before it runs leaves the counts high (a ceiling met early), never low.
+_SETTLE_LATER = """
+local function settle(left, ms)
+  redis.call('HSET', KEYS[1], 'settle', left)
+end
+"""
+
+# The same changes made here, every key on one node: nothing is left for a second step, so no DELETE, crash or race
+# between the two can strand a count. KEYS after the batch's 8 (`end_keys`): 9 the webhook queue, 10 the service's
+# unfinished count, 11 the deadlines, 12 the done channel (a channel, given here so that no script's ARGV moves).
+# The tenant's and the Idempotency-Key's names are read from the meta hash: a script may touch keys it was not given
+# only off a cluster, which is the only place this form runs.
+_SETTLE_HERE = (
+    TENANT_PART
     + """
+local function settle(left, ms)
+  local s = redis.call('HMGET', KEYS[1], 'idempotency_key', 'tenant_unfinished', 'tenant_stored', 'webhook_url')
+  if s[4] then redis.call('ZADD', KEYS[9], 0, ARGV[2]) end
+  redis.call('DECRBY', KEYS[10], left)
+  redis.call('ZREM', KEYS[11], ARGV[2])
+  tenant_part(s[3] or '', s[2] or '', ARGV[2], ms, left)
+  if s[1] and s[1] ~= '' then redis.call('PEXPIRE', s[1], ms) end
+  redis.call('PUBLISH', KEYS[12], ARGV[2])
+end
+"""
+)
+
+
+def end_keys(keys: Keys) -> list[str]:
+    """The KEYS an ending script's one-node form takes after the batch's own (`_SETTLE_HERE`)."""
+    return [keys.webhooks, keys.unfinished, keys.deadlines, keys.done_channel]
+
+
+def _common(settle: str) -> str:
+    return (
+        TERMINAL_SET
+        + settle
+        + """
 local function lease_now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -54,10 +106,9 @@ local function finalize(halt)
   if halt == 'cancel' then final = 'cancelled' elseif halt == 'expire' then final = 'expired' end
   local m = redis.call('HMGET', KEYS[1], 'total', 'finished', 'retention', 'counted')
   -- What the unfinished counts still hold of this batch (`counted` missing: a batch from before it, whose finished
-  -- items were subtracted one by one). `settle` hands it to ending.py, which takes it once: a crash before it runs
-  -- leaves the counts high (a ceiling met early), never low.
+  -- items were subtracted one by one): settled by `settle`, after the keys' TTLs are set.
   local left = tonumber(m[1]) - tonumber(m[4] or m[2])
-  redis.call('HSET', KEYS[1], 'status', final, 'finished_at', ARGV[1], 'counted', m[1], 'settle', left)
+  redis.call('HSET', KEYS[1], 'status', final, 'finished_at', ARGV[1], 'counted', m[1])
   -- Claimed items that never finished (their worker stopped, the batch halted): named, so readers can list them.
   local orphaned, seen = {}, {}
   for _, entry in ipairs(redis.call('LRANGE', KEYS[8], 0, -1)) do
@@ -74,10 +125,30 @@ local function finalize(halt)
   redis.call('DEL', KEYS[7], KEYS[8])
   local ms = tonumber(m[3]) * 1000
   for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], ms) end
+  settle(left, ms)
   return final
 end
 """
-)
+    )
+
+
+COMMON = _common(_SETTLE_LATER)
+COMMON_HERE = _common(_SETTLE_HERE)
+
+
+@dataclass(frozen=True, slots=True)
+class EndingScript:
+    """A batch script that may end the batch, in both forms: `later` leaves the end's changes outside the batch's slot
+    in its `settle` field (a cluster's data plane, or a control plane on another Redis); `here` makes them in the same
+    script (every key on one node), given `end_keys` after the batch's. ending.py's `Ending.script` picks one."""
+
+    later: str
+    here: str
+
+    @classmethod
+    def of(cls, body: str) -> EndingScript:
+        return cls(COMMON + body, COMMON_HERE + body)
+
 
 # Take a shard job's part back: its in-flight items become orphans, and unless the batch is ending a replacement
 # job gets the lease (the caller then queues it). ARGV[6] is the mode: '0' a lapsed lease (only then; a job still
@@ -92,9 +163,8 @@ end
 # Returns {outcome, ms}: outcome 'gone' (no such lease), 'alive' (ms: until it lapses), 'queued' (ms: the new lease),
 # 'released', 'done' (nothing to continue) or 'replaced'. The caller updates the control plane's index and arq's
 # queue after it (leases.py says in what order).
-TAKE_OVER = (
-    COMMON
-    + """
+TAKE_OVER = EndingScript.of(
+    """
 local now = lease_now()
 local lease = 'lease:' .. ARGV[3]
 local score = redis.call('HGET', KEYS[1], lease)
@@ -149,9 +219,8 @@ return {'replaced', 0}
 
 # Cancel: nothing more is claimed; the batch ends now if nothing is in flight, else when the last call ends.
 # Returns {outcome, status}: outcome 'missing', 'finished', 'ended' or 'cancelling' (the caller publishes the cancel).
-CANCEL = (
-    COMMON
-    + """
+CANCEL = EndingScript.of(
+    """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', ''} end
 local status = redis.call('HGET', KEYS[1], 'status')
 if TERMINAL[status] then return {'finished', status} end
@@ -164,9 +233,8 @@ return {'cancelling', 'cancelling'}
 # A deadline passed: nothing more is claimed; the batch ends now if nothing is in flight (the workers running
 # calls cut them at the deadline themselves). Returns 'missing', a terminal status, 'early' or 'expiring'; the caller
 # drops the deadline from the control plane's index when the batch is missing or over.
-EXPIRE = (
-    COMMON
-    + """
+EXPIRE = EndingScript.of(
+    """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
 local m = redis.call('HMGET', KEYS[1], 'status', 'deadline_at', 'halt')
 if TERMINAL[m[1]] then return m[1] end
@@ -204,20 +272,12 @@ if due > 0 then redis.call('HSET', KEYS[1], 'counted', m[2]) end
 )
 RENEW = RENEW_STEP + "return {1, due, m[4] or '', m[5] or ''}\n"
 
-# Take what an end left for ending.py (once: the field goes). KEYS: 1 meta. `SETTLE_TAKEN` is the take, which
-# ending.py's one-node settle starts with too: `m` the fields, `taken` whether there was anything to take.
-SETTLE_TAKEN = """
+# Take what an end left for ending.py (once: the field goes). KEYS: 1 meta. Returns {} (nothing to settle) or {left,
+# retention seconds, idempotency key, tenant unfinished key, tenant stored key, '1' when a webhook is due} ('': none).
+SETTLE = """
 local m = redis.call('HMGET', KEYS[1], 'settle', 'retention', 'idempotency_key', 'tenant_unfinished', 'tenant_stored',
   'webhook_url')
-local taken = m[1] ~= false
-if taken then redis.call('HDEL', KEYS[1], 'settle') end
-"""
-# Returns {} (nothing to settle) or {left, retention seconds, idempotency key, tenant unfinished key, tenant stored
-# key, '1' when a webhook is due} ('': none).
-SETTLE = (
-    SETTLE_TAKEN
-    + """
-if not taken then return {} end
+if not m[1] then return {} end
+redis.call('HDEL', KEYS[1], 'settle')
 return {m[1], m[2], m[3] or '', m[4] or '', m[5] or '', m[6] and '1' or '0'}
 """
-)

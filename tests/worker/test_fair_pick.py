@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,7 @@ def sleeping(seconds: float) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def one_slot(settings: Settings, tmp_path: Path) -> Settings:
-    keys = [{"sha256": hash_key(key), "tenant": tenant} for key, tenant in [(ALPHA, A), (BETA, B)]]
+    keys = [{"sha256": hash_key(key), "tenant": tenant, "write": True} for key, tenant in [(ALPHA, A), (BETA, B)]]
     (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
     update = {"auth": "keys", "keys": tmp_path / "keys.json", "worker_max_jobs": 1}
     return settings.model_copy(update=update)
@@ -123,8 +123,34 @@ async def test_a_steady_stream_of_one_tenants_high_batches_takes_turns_with_anot
     assert beta_starts[-1] < alpha_starts[-1]
 
 
-def test_a_tenant_holds_four_fifths_of_a_workers_slots_by_default_and_all_with_auth_off(settings: Settings) -> None:
+def test_a_tenant_holds_four_fifths_of_a_workers_slots_but_never_the_last_by_default_and_all_with_auth_off(
+    settings: Settings,
+) -> None:
     keyed = settings.model_copy(update={"auth": "keys"})
-    assert [tenant_job_slots(keyed.model_copy(update={"worker_max_jobs": n})) for n in (1, 2, 5, 50)] == [1, 2, 4, 40]
+    slots = [tenant_job_slots(keyed.model_copy(update={"worker_max_jobs": n})) for n in (1, 2, 3, 5, 50)]
+    assert slots == [1, 1, 2, 4, 40]  # one slot is lent whole: none would run nothing
     assert tenant_job_slots(keyed.model_copy(update={"worker_max_jobs": 50, "worker_tenant_max_jobs": 10})) == 10
     assert tenant_job_slots(settings.model_copy(update={"worker_max_jobs": 50})) == 50  # auth off: one tenant
+
+
+@pytest.mark.timeout(60)
+async def test_with_the_defaults_one_tenants_slow_calls_do_not_keep_anothers_one_call_batch_queued(
+    one_slot: Settings,
+) -> None:
+    three_slots = one_slot.model_copy(update={"worker_max_jobs": 3})  # and no MCP_BATCH_WORKER_TENANT_MAX_JOBS
+    async with two_tenants(three_slots) as (alpha, beta):
+        slow = [(await submit(alpha, sleeping(60)))["id"] for _ in range(3)]
+
+        async def started() -> int:
+            return sum([await running(alpha, batch_id) for batch_id in slow])
+
+        await eventually(lambda: started_at_least(started, 2), what="two of alpha's slow batches running")
+        theirs = await finished(beta, (await submit(beta, sleeping(0)))["id"], timeout=30)
+        assert theirs["status"] == "completed"
+        assert await started() == 2  # alpha's third still waits: beta's took the slot alpha may not hold
+        for batch_id in slow:
+            assert (await alpha.post(f"/v1/batches/{batch_id}/cancel")).status_code == 200
+
+
+async def started_at_least(count: Callable[[], Awaitable[int]], n: int) -> bool:
+    return await count() >= n

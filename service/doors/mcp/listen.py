@@ -10,7 +10,9 @@ the change may come from any API process or worker: the batch rows are read agai
 (once per round for all of a tenant's listens on this process, listen_rounds.py), and the done channel (through
 `Reads.wait`) wakes the stream at once when a batch ends. The stream closes with the listen's result once every
 task has ended (or after `events_max_seconds`). One API key holds at most `mcp_listens_per_key` listens open at
-once on one process; one more is refused (-32600) until one ends.
+once on all API processes together (leases in Redis, store/listens.py, renewed every third of
+`mcp_listen_lease_seconds` while the listen lives: a killed process's listens free their slots when their leases
+lapse); one more is refused (-32600) until one ends.
 
 It relies on two things of the SDK, guarded by tests/service/doors/mcp/test_listen.py: a middleware sees a listen
 before the SDK's handler does, and `ServerSession.send_notification` sends any Notification model it is given
@@ -20,10 +22,13 @@ before the SDK's handler does, and `ServerSession.send_notification` sends any N
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from typing import Any, cast
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
@@ -45,6 +50,7 @@ TASKS = "io.modelcontextprotocol/tasks"
 LISTEN = "subscriptions/listen"
 MOST_TASK_IDS = 100  # task ids one listen may follow
 _NOT_FOUND = "Failed to retrieve task: Task not found"
+_DROP_SECONDS = 5.0  # longest a listen's end waits to free its slot at once; past it the lease lapses instead
 TASK_CHANGED = "notifications/tasks"  # a task's status changed: its Task fields, stamped with the subscription id
 
 
@@ -60,11 +66,18 @@ def task_ids(ctx: ServerRequestContext[Any, Any]) -> list[Any] | None:
 class TaskListen:
     """The middleware that serves a listen for task ids (`services()`: the app's lifespan builds them)."""
 
-    def __init__(self, services: Callable[[], Services], poll_ms: int, most_per_key: int, round_seconds: float) -> None:
+    def __init__(
+        self,
+        services: Callable[[], Services],
+        poll_ms: int,
+        most_per_key: int,
+        round_seconds: float,
+        lease_seconds: float,
+    ) -> None:
         self._services = services
         self._poll_ms = poll_ms
         self._most = most_per_key
-        self._open: dict[Caller, int] = {}  # listens each key holds open on this process
+        self._lease = lease_seconds
         self._rounds: Rounds[tuple[dict[str, Any], bool]] = Rounds(round_seconds)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -81,20 +94,35 @@ class TaskListen:
                 await owned(services, task_id, caller)
         except BatchNotFound:
             raise MCPError(code=INVALID_PARAMS, message=_NOT_FOUND) from None
-        if self._open.get(caller, 0) >= self._most:
-            msg = f"this key already holds {self._most} listens open (MCP_BATCH_MCP_LISTENS_PER_KEY): end one first"
-            raise MCPError(code=INVALID_REQUEST, message=msg)
-        self._open[caller] = self._open.get(caller, 0) + 1
-        try:
-            meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+        async with self._slot(services, caller):
             ack = {"notifications": {"taskIds": ids}, "_meta": meta}
             await self._send(ctx, "notifications/subscriptions/acknowledged", ack)
             await self._follow(ctx, services, caller.tenant, ids, meta)
-        finally:
-            self._open[caller] -= 1
-            if not self._open[caller]:
-                del self._open[caller]
         return {"_meta": meta}
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, services: Services, caller: Caller) -> AsyncIterator[None]:
+        """One of the key's listen slots on every API process, held (its lease renewed) until the listen ends."""
+        listens, holder, listen_id = services.store.listens, caller.holder, uuid.uuid4().hex
+        if not await listens.take(holder, listen_id, self._most, self._lease):
+            msg = f"this key already holds {self._most} listens open (MCP_BATCH_MCP_LISTENS_PER_KEY): end one first"
+            raise MCPError(code=INVALID_REQUEST, message=msg)
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self._lease / 3)
+                with contextlib.suppress(RedisError):  # storage failing: tried again next time, before it lapses
+                    await listens.renew(holder, listen_id, self._lease)
+
+        renewal = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            renewal.cancel()
+            # Shielded: a client that hangs up cancels the listen, and a cancelled scope would cancel the drop too.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_DROP_SECONDS), contextlib.suppress(RedisError):
+                await listens.drop(holder, listen_id)  # else its slot frees when its lease lapses
 
     async def _follow(
         self,

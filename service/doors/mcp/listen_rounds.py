@@ -25,6 +25,8 @@ class Rounds(Generic[V]):
         now = loop.time()
         found = self._read.get((tenant, task_id))
         if found is not None and not fresh and now - found[0] < self._seconds:
+            if found[1].done():  # read already: handed over as it is (a shield per listen per task costs a future)
+                return found[1].result()
             return await asyncio.shield(found[1])
         self._read = {key: entry for key, entry in self._read.items() if now - entry[0] < self._seconds}
         future: asyncio.Future[V] = loop.create_future()

@@ -36,7 +36,13 @@ def build_mcp_server(services: Callable[[], Services], settings: Settings) -> MC
     proxy = ProxyTools(services, settings) if settings.mcp_proxy else None
     middleware: list[ServerMiddleware[object]] = [
         caller_hints,
-        TaskListen(services, settings.mcp_task_poll_ms, settings.mcp_listens_per_key, settings.events_check_seconds),
+        TaskListen(
+            services,
+            settings.mcp_task_poll_ms,
+            settings.mcp_listens_per_key,
+            settings.events_check_seconds,
+            settings.mcp_listen_lease_seconds,
+        ),
     ]
     if proxy is not None:
         middleware.append(proxy.listing)

@@ -108,3 +108,17 @@ async def test_a_delete_racing_a_cancel_leaves_no_count_behind(redis: aioredis.R
     assert [i for i in ids if await redis.exists(KEYS.batch(i))] == []
     assert int(await redis.get(KEYS.tenant_unfinished("acme")) or 0) == 0
     assert int(await redis.get(KEYS.unfinished) or 0) == 0
+
+
+@pytest.mark.parametrize("planes", ["one node", "two planes"])
+async def test_a_settle_left_by_a_process_that_settles_in_steps_goes_with_the_delete(
+    redis: aioredis.Redis, planes: str
+) -> None:
+    control = redis if planes == "one node" else aioredis.Redis(connection_pool=redis.connection_pool)
+    store = Store(redis, KEYS, 3600, control=control)
+    batch_id = new_batch_id()
+    await store.submits.create(batch(3), 4, batch_id=batch_id, jobs=[], tenant="acme")
+    # Ended as a process whose end is settled in a second step leaves it, before that step ran.
+    await redis.hset(KEYS.batch(batch_id), mapping={"status": "cancelled", "counted": 3, "settle": 3})
+    await store.deletion.delete(batch_id)
+    assert [await redis.get(KEYS.unfinished), await redis.get(KEYS.tenant_unfinished("acme"))] == [b"0", b"0"]

@@ -1,10 +1,12 @@
-"""A batch's end and its renewals outside its own slot, against the real Redis: one script when both planes are one
-Redis, the same changes in steps when the control plane is another client, and each end applied once."""
+"""A batch's end and its renewals outside its own slot, against the real Redis: made by the ending script itself when
+both planes are one Redis, the same changes in steps when the control plane is another client, each applied once."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
+import pytest
 import redis.asyncio as aioredis
 
 from mcp_batch.keys import Keys
@@ -120,3 +122,72 @@ async def test_one_script_on_one_redis_renews_a_lease_and_counts_down_as_the_ste
     finally:
         await control.aclose()
     assert one_node == two_planes == [[b"5", b"5"], [b"2", b"2"], [b"2", b"2"], True]
+
+
+async def _counts(redis: aioredis.Redis) -> tuple[int, int]:
+    raw = await redis.mget([KEYS.unfinished, KEYS.tenant_unfinished("default")])
+    return int(raw[0] or 0), int(raw[1] or 0)
+
+
+async def _finished(store: Store, redis: aioredis.Redis) -> str:
+    batch_id, (job,) = await create(store, batch(2), 1)
+    step = await store.claims.step(batch_id, job, [], 2)
+    await store.claims.step(batch_id, job, [(claim, record("ok")) for claim in step.claims], 0)
+    return batch_id
+
+
+async def _cancelled_at_once(store: Store, redis: aioredis.Redis) -> str:
+    batch_id, _ = await create(store, batch(2), 1)
+    await store.leases.cancel(batch_id)
+    return batch_id
+
+
+async def _cancelled_after_its_call(store: Store, redis: aioredis.Redis) -> str:
+    batch_id, (job,) = await create(store, batch(3), 1)
+    (claim,) = (await store.claims.step(batch_id, job, [], 1)).claims
+    assert (await store.leases.cancel(batch_id)).outcome == "cancelling"
+    await store.claims.step(batch_id, job, [(claim, record("ok"))], 0)  # the last call in flight ends it
+    return batch_id
+
+
+async def _expired(store: Store, redis: aioredis.Redis) -> str:
+    batch_id, _ = await create(store, batch(2, deadline_seconds=60))
+    await redis.hset(KEYS.batch(batch_id), "deadline_at", "1")  # the deadline is long past
+    assert await store.leases.expire(batch_id) == "expired"
+    return batch_id
+
+
+async def _taken_over(store: Store, redis: aioredis.Redis) -> str:
+    batch_id, (job,) = await create(store, batch(2), 1)
+    await store.claims.step(batch_id, job, [], 1)
+    assert (await store.leases.cancel(batch_id)).outcome == "cancelling"
+    assert await store.leases.take_over(batch_id, job, job + ".next", force=True) == "done"  # its worker stopped
+    return batch_id
+
+
+@pytest.mark.parametrize("end", [_finished, _cancelled_at_once, _cancelled_after_its_call, _expired, _taken_over])
+async def test_on_one_redis_every_end_settles_its_counts_in_its_own_script(
+    redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch, end: Callable[[Store, aioredis.Redis], Awaitable[str]]
+) -> None:
+    store = Store(redis, KEYS, 3600)
+
+    async def no_second_step(batch_id: str) -> None:
+        raise AssertionError("an end on one Redis left its counts to a second step")
+
+    monkeypatch.setattr(store.claims.ending, "settle", no_second_step)
+    batch_id = await end(store, redis)
+    assert (await redis.hget(KEYS.batch(batch_id), "status")) in (b"completed", b"cancelled", b"expired")
+    assert await redis.hget(KEYS.batch(batch_id), "settle") is None
+    assert await _counts(redis) == (0, 0)
+    assert await redis.zscore(KEYS.deadlines, batch_id) is None
+
+
+async def test_over_two_clients_an_end_leaves_its_counts_to_the_settle_step(redis: aioredis.Redis) -> None:
+    control = aioredis.Redis(connection_pool=redis.connection_pool)  # another client: the control plane's
+    store = Store(redis, KEYS, 3600, control=control)
+    batch_id, _ = await create(store, batch(2), 1)
+    await store.leases._cancel(store.leases._script_keys(batch_id), store.leases._script_args(batch_id))
+    assert await redis.hget(KEYS.batch(batch_id), "settle") == b"2"
+    assert await _counts(redis) == (2, 2)  # a crash here leaves them high, for the repair pass
+    await store.claims.ending.settle(batch_id)
+    assert await _counts(redis) == (0, 0)

@@ -1,25 +1,29 @@
 """Pushed task status: `subscriptions/listen` with `taskIds` on the MCP door, raw JSON-RPC over streamable HTTP.
 A client listening on one API process hears about a task submitted and cancelled through another (two real
-`mcp-batch api` processes on one Redis); another tenant's task id is refused as an unknown one. These tests also
+`mcp-batch api` processes on one Redis); another tenant's task id is refused as an unknown one; a key's cap holds
+across API processes, a killed process's listens lapse, and a client that hangs up frees its slot. These tests also
 guard what listen.py relies on in the SDK: its middleware sees the listen first, and the session sends a
 `notifications/tasks` it has no type for."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 
 from mcp_batch.settings import Settings
-from mcp_batch.tenants import hash_key
+from mcp_batch.store import Store
+from mcp_batch.tenants import ANYONE, hash_key
 from tests.service.doors.mcp.wire import VERSION, call_tool, cancel_task, envelope, rpc
-from tests.support import api_process, running_service, running_worker
+from tests.support import api_process, api_process_handle, eventually, running_service, running_worker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -120,3 +124,77 @@ async def test_a_key_holds_at_most_its_listens_open_and_may_open_another_once_on
         assert all(seen[-1]["result"] for seen in ended)  # both closed with the listen's result
         again = [message async for message in listen(http, [task_id])]  # a slot is free: heard to its end
         assert again[-2]["params"]["status"] == "cancelled" and "result" in again[-1]
+
+
+async def test_a_keys_listen_cap_holds_across_api_processes_and_a_killed_ones_listens_lapse(
+    settings: Settings, tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    keys = [
+        {"sha256": hash_key(ALPHA), "tenant": "alpha", "write": True},
+        {"sha256": hash_key(BETA), "tenant": "alpha"},
+    ]
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
+    update = {"auth": "keys", "keys": tmp_path / "keys.json", "mcp_task_wait_seconds": 0}
+    capped = settings.model_copy(update={**update, "mcp_listens_per_key": 2, "mcp_listen_lease_seconds": 1.0})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    alpha_open = Store(redis, capped.key_names, 60).listens.open
+    auth = {"Authorization": f"Bearer {ALPHA}"}
+    with api_process_handle(capped, tmp_path / "a") as (first, doomed), api_process(capped, tmp_path / "b") as second:
+        one = httpx.AsyncClient(base_url=first, headers=auth, timeout=30)
+        two = httpx.AsyncClient(base_url=second, headers=auth, timeout=30)
+        beta = httpx.AsyncClient(base_url=second, headers={"Authorization": f"Bearer {BETA}"}, timeout=30)
+        async with one, two, beta:
+            task_id = (await call_tool(two, "submit_batch", {"calls": [SLOW]})).result["taskId"]  # no worker: queued
+
+            async def follow(http: httpx.AsyncClient, heard: asyncio.Event) -> list[dict[str, Any]]:
+                seen = []
+                async for message in listen(http, [task_id]):
+                    seen.append(message)
+                    heard.set()
+                return seen
+
+            heard = [asyncio.Event() for _ in range(3)]
+            killed = asyncio.create_task(follow(one, heard[0]))
+            kept = asyncio.create_task(follow(two, heard[1]))
+            await asyncio.wait_for(asyncio.gather(heard[0].wait(), heard[1].wait()), 20)
+            for http in (one, two):  # one listen on each process: the key's two slots are taken on both
+                refused = await rpc(http, "subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
+                assert refused.error["code"] == -32600, refused.message
+            other_key = asyncio.create_task(follow(beta, heard[2]))  # the cap is per key, not per tenant
+            await asyncio.wait_for(heard[2].wait(), 20)
+            doomed.kill()  # SIGKILL: its listen is never dropped, only left to lapse
+            lapsed = "the killed process's listen lapsing"
+            await eventually(lambda: _reaches(alpha_open, hash_key(ALPHA), 1), what=lapsed)
+            again = asyncio.create_task(follow(two, asyncio.Event()))
+            await eventually(lambda: _reaches(alpha_open, hash_key(ALPHA), 2), what="a listen in the freed slot")
+            assert (await cancel_task(two, task_id)).status == 200
+            for ended in await asyncio.wait_for(asyncio.gather(kept, other_key, again), 20):
+                assert "result" in ended[-1]  # each closed with the listen's result
+            with contextlib.suppress(httpx.TransportError):
+                await killed
+
+
+async def _reaches(count: Callable[[str], Awaitable[int]], holder: str, n: int) -> bool:
+    return await count(holder) == n
+
+
+async def test_a_listen_whose_client_hangs_up_frees_its_slot_at_once(settings: Settings, redis: aioredis.Redis) -> None:
+    leased = settings.model_copy(update={"mcp_task_wait_seconds": 0, "mcp_listen_lease_seconds": 600})
+    async with running_service(leased) as service, httpx.AsyncClient(base_url=service.base_url, timeout=60) as http:
+        task_id = (await call_tool(http, "submit_batch", {"calls": [SLOW]})).result["taskId"]  # no worker: queued
+        listens = Store(redis, leased.key_names, 60).listens
+        heard = asyncio.Event()
+        hanging_up = httpx.AsyncClient(base_url=service.base_url, timeout=60)
+
+        async def follow() -> None:
+            async for _ in listen(hanging_up, [task_id]):
+                heard.set()
+
+        following = asyncio.create_task(follow())
+        await asyncio.wait_for(heard.wait(), 20)
+        assert await listens.open(ANYONE.holder) == 1
+        following.cancel()
+        await hanging_up.aclose()
+        await eventually(lambda: _reaches(listens.open, ANYONE.holder, 0), what="the slot freed", timeout=10)
+        assert (await cancel_task(http, task_id)).status == 200
