@@ -10,15 +10,15 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from mcp_batch.host_policy import host_entry, origin_entry
+from mcp_batch.mcp_door_settings import McpDoorSettings
 from mcp_batch.redis_urls import database_of
-from mcp_batch.sign_in_settings import SignInSettings
 from mcp_batch.webhook_urls import allow_entry
 
 if TYPE_CHECKING:
     from mcp_batch.keys import Keys
 
 
-class Settings(SignInSettings):
+class Settings(McpDoorSettings):
     """Everything configurable; built once at start-up and passed down."""
 
     model_config = SettingsConfigDict(env_prefix="MCP_BATCH_", env_nested_delimiter="__", extra="ignore")
@@ -339,36 +339,6 @@ class Settings(SignInSettings):
         gt=0,
         description="A worker is alive when its heartbeat is at most this old: for /readyz, `mcp-batch status` and "
         "the mcp_batch_workers_live gauge.",
-    )
-    # The MCP door at /mcp: tasks (SEP-2663) and the proxy of every backend tool.
-    mcp_task_wait_seconds: float = Field(
-        2.0,
-        ge=0,
-        description="How long a tools/call from a client that declared the tasks extension waits for its batch "
-        "before it is answered with a task (io.modelcontextprotocol/tasks) instead of the result.",
-    )
-    mcp_task_poll_ms: int = Field(
-        1_000, ge=1, description="The pollIntervalMs a task suggests to its client between two tasks/get."
-    )
-    mcp_listens_per_key: int = Field(
-        10,
-        ge=1,
-        description="Most task listens (`subscriptions/listen`) one key holds open at once, on all API processes "
-        "together.",
-    )
-    mcp_listen_lease_seconds: float = Field(
-        10.0,
-        ge=0.3,
-        description="How long an open listen's slot outlives its process's last renewal (renewed every third of "
-        "it): a killed API process's listens free their slots after this.",
-    )
-    mcp_proxy: bool = Field(
-        False,
-        description="The MCP door also lists every tool of every backend as `server__tool` (with the backend's own "
-        "schemas and annotations) to keys with the `proxy` right, and runs each call of one as a batch of one.",
-    )
-    mcp_proxy_page_size: int = Field(
-        100, ge=1, le=10_000, description="Most proxied tools in one page of the MCP door's tools/list."
     )
     worker_metrics_host: str = Field(
         "127.0.0.1",

@@ -23,6 +23,8 @@ COMMAND = "uv run python -m mcp_batch_cli.config_docs > docs/configuration.md"
 # Each group starts at its first field, in the order the fields are declared; a field added later falls into the
 # group of the field declared before it, so the table never loses one.
 GROUPS: dict[str, str] = {
+    "oauth_issuers": "Signing in, and tenants' credentials for backends",
+    "mcp_task_wait_seconds": "The MCP door: tasks, listens, the proxy",
     "redis_url": "Where things are, and who may call",
     "max_calls_per_batch": "Batches: sizes, concurrency, retention, backpressure",
     "max_argument_bytes": "Calls and responses",
