@@ -1,5 +1,5 @@
-"""The suite's own Redis (tests/suite_redis.py): on a machine with no Redis it starts one, and a Redis named but
-not there stops the run at once with one message."""
+"""The suite's own Redis (tests/suite_redis.py): on a machine with no Redis it starts one, a Redis named but not there
+stops the run at once with one message, and two runs on one machine never share the default's databases."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from tests import suite_redis
 from tests.ports import free_port
 
 ROOT = Path(__file__).parents[1]
@@ -61,3 +62,26 @@ def test_on_a_machine_with_no_redis_the_suite_starts_the_embedded_valkey(tmp_pat
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "redis: valkey-server (embedded) on port" in output and "1 passed" in output
+
+
+def test_a_run_beside_another_on_the_default_starts_a_server_of_its_own() -> None:
+    """The default's lock is held (by this run's controller when it took the default, else here), so a second run
+    choosing now gets a private server, saying why; the first keeps its databases to itself."""
+    held = suite_redis.claim(suite_redis.DEFAULT_URL)  # None: this run's controller holds it already
+    chosen = suite_redis.choose({})
+    try:
+        assert chosen.server is not None and chosen.url != suite_redis.DEFAULT_URL
+        assert chosen.description.endswith(
+            f"another run on this machine is using {suite_redis.DEFAULT_URL}"
+            if suite_redis.answers(suite_redis.DEFAULT_URL)
+            else f"nothing answered at {suite_redis.DEFAULT_URL}"
+        )
+        assert suite_redis.answers(chosen.url)
+    finally:
+        chosen.stop()
+        if held is not None:
+            os.close(held)
+    if held is not None:  # released: the next run takes the default again
+        again = suite_redis.claim(suite_redis.DEFAULT_URL)
+        assert again is not None
+        os.close(again)
