@@ -24,6 +24,7 @@ import json
 import statistics
 import tempfile
 import time
+import uuid
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,15 @@ def echo_calls(server: str, n: int, offset: int = 0) -> list[dict[str, Any]]:
 
 async def batch_as(http: httpx.AsyncClient, key: str, calls: list[dict[str, Any]], concurrency: int) -> None:
     headers = {"Authorization": f"Bearer {key}"}
-    response = await http.post("/v1/batches", json={"calls": calls, "max_concurrency": concurrency}, headers=headers)
+    body = {"calls": calls, "max_concurrency": concurrency}
+    once = {"Idempotency-Key": uuid.uuid4().hex}  # a submit sent again over a fresh connection makes one batch
+    for attempt in range(3):
+        try:
+            response = await http.post("/v1/batches", json=body, headers=headers | once)
+            break
+        except httpx.TransportError:  # a kept-alive connection the API closed as it was reused
+            if attempt == 2:
+                raise
     response.raise_for_status()
     batch_id = response.json()["id"]
     while True:
