@@ -35,5 +35,14 @@ class ServerInfo(BaseModel):
     rate_tokens_available: float | None = Field(
         None, description="Calls that could start now without waiting (when a rate limit is set)."
     )
-    tools: list[ToolInfo] | None = Field(description="Cached tools/list; null when the backend could not be reached.")
+    tools: list[ToolInfo] | None = Field(
+        description="Cached tools/list (a backend that takes the tenant's own credential: as that credential lists "
+        "them); null when the backend could not be listed."
+    )
     tools_error: str | None = Field(None, description="Why the tools could not be listed.")
+    connect: str | None = Field(
+        None,
+        description="When the backend takes the tenant's own credential and has none it accepts: the route that "
+        "gives it one (`PUT /v1/credentials/{server}` or `POST /v1/credentials/{server}/connect`), as an item's "
+        "`details.connect`.",
+    )

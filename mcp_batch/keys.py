@@ -26,6 +26,8 @@ LIVE_TTL_SECONDS past the last sign of life: a submit, a finished item, a lease 
     {p}:idem:{sha256}         string  an Idempotency-Key's JSON {batch_id, fingerprint} (named in the batch's meta)
 Per backend, tag = the server's name:
     {p}:tools:{server}        string  cached tools/list (JSON), expires after `tools_refresh_seconds`
+    {p}:tools:{server}:tenant:{t}  string  the tools/list a tenant's own credential gets (JSON, with the hash of
+                                      the sealed credential it was listed with); expires after TENANT_TOOLS_TTL_SECONDS
     {p}:rate:{server}         hash    GCRA state: theoretical arrival time per bucket (µs), `pause` after a 429
     {p}:leases:{server}       zset    concurrency leases, scored by expiry (ms); a dead worker's leases lapse
     {p}:rate:{server}:tenant:{t}  hash  GCRA state of one tenant's share of the backend's rate (keys' rate_share)
@@ -90,6 +92,7 @@ from dataclasses import dataclass
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
 LIVE_TTL_SECONDS = 7 * 86_400  # an unfinished batch nobody works on any more is dropped after this
+TENANT_TOOLS_TTL_SECONDS = 60  # a tenant's tool list, listed with its own credential, is asked again after this
 PROGRESS_TTL_SECONDS = 3_600  # a running item's progress outlives its last write by this much (a dead worker's)
 
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -199,6 +202,9 @@ class Keys:
 
     def tools(self, server: str) -> str:
         return self._tagged("tools", server)
+
+    def tenant_tools(self, server: str, tenant: str) -> str:
+        return self._tagged("tools", server, f":tenant:{tenant}")
 
     def rate(self, server: str) -> str:
         return self._tagged("rate", server)

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from mcp_batch.backends.catalog import Catalog
+from mcp_batch.backends.catalog import Catalog, credential_tag
 from mcp_batch.backends.connect import list_tools
 from mcp_batch.backends.presented import Presented
 from mcp_batch.backends.servers_file import Backend, HttpBackend, Registry, per_tenant
@@ -136,7 +136,7 @@ class SessionPool:
                 )
                 await session.open()
             self.tenants.add(key, session)
-            await self.catalog.put(server, list(session.tools.values()))
+            await self._list_out(session)
             return session
 
     async def refused(self, session: BackendSession) -> None:
@@ -247,7 +247,16 @@ class SessionPool:
             logger.warning("could not refresh the tools of %s: %s", session.name, type(exc).__name__)
             return
         session.listed_at = time.monotonic()
-        await self.catalog.put(session.name, list(session.tools.values()))
+        await self._list_out(session)
+
+    async def _list_out(self, session: BackendSession) -> None:
+        """Cache the session's tools for the API: a tenant's session's as that tenant's alone."""
+        tools = list(session.tools.values())
+        if session.tenant is None or session.presented is None:
+            await self.catalog.put(session.name, tools)
+        else:
+            tag = credential_tag(session.presented.read)
+            await self.catalog.tenant_put(session.name, session.tenant, tag, tools)
 
     async def close(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}

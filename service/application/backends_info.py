@@ -8,10 +8,11 @@ import asyncio
 from pydantic import BaseModel, Field
 
 from mcp_batch.backend_info import ServerInfo
-from mcp_batch.errors import BackendError
+from mcp_batch.errors import BackendError, BackendUnauthenticated
 from mcp_batch.store import overview
 from mcp_batch.tenants import ANYONE, Caller
 from service.application.services import Services
+from service.application.tool_lists import tools_of
 
 
 async def describe_servers(services: Services, caller: Caller = ANYONE) -> list[ServerInfo]:
@@ -19,14 +20,15 @@ async def describe_servers(services: Services, caller: Caller = ANYONE) -> list[
     headers or env.
 
     A backend that cannot be reached is listed with `tools: null` and `tools_error`, so one of them does not hide the
-    others.
+    others; one the tenant has not connected (its own credential missing or refused), with `connect` too.
     """
     names = [name for name in services.registry.names if caller.may_call(name)]
-    return list(await asyncio.gather(*(describe_server(services, name) for name in names)))
+    return list(await asyncio.gather(*(describe_server(services, name, caller.tenant) for name in names)))
 
 
-async def describe_server(services: Services, name: str) -> ServerInfo:
-    """One configured backend, as `describe_servers` lists it."""
+async def describe_server(services: Services, name: str, tenant: str) -> ServerInfo:
+    """One configured backend, as `describe_servers` lists it to `tenant`: a backend that takes the tenant's own
+    credential with the tools that credential lists, or `connect` when it has none the backend takes."""
     info = services.registry.info(name, services.settings.default_timeout_seconds)
     backend = services.registry.get(name)
     if backend is not None and backend.max_concurrency:
@@ -34,7 +36,9 @@ async def describe_server(services: Services, name: str) -> ServerInfo:
     if backend is not None and backend.rate_limit:
         info.rate_tokens_available = round(await services.rate.tokens(name, backend.rate_limit), 3)
     try:
-        info.tools = await services.catalog.tools(name)
+        info.tools = await tools_of(services, name, tenant)
+    except BackendUnauthenticated as exc:
+        info.tools_error, info.connect = str(exc), exc.connect
     except BackendError as exc:  # the root cause, in words; one unreachable backend must not hide the others
         info.tools_error = f"could not list tools: {exc}"
     except TimeoutError:

@@ -20,6 +20,7 @@ from mcp_batch.models import TERMINAL_BATCH, BatchDocument, BatchRequest, Call, 
 from mcp_batch.tenants import Caller
 from service.application import reading, submitting
 from service.application.services import Services
+from service.application.tool_lists import tools_of
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ async def visible_tools(services: Services, caller: Caller) -> list[tuple[str, T
     key without `write`, every tool that is not read-only. A backend that cannot be listed adds nothing.
     """
     names = [name for name in services.registry.names if caller.may_call(name)]
-    listed = await asyncio.gather(*(services.catalog.tools(name) for name in names), return_exceptions=True)
+    listed = await asyncio.gather(*(tools_of(services, name, caller.tenant) for name in names), return_exceptions=True)
     visible: list[tuple[str, ToolInfo]] = []
     for name, tools in zip(names, listed, strict=True):
         backend = services.registry.get(name)

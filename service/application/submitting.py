@@ -31,6 +31,7 @@ from mcp_batch.tenants import ANYONE, Caller, authorize
 from service.application import credentials, estimating, questions
 from service.application.retry import Lineage, retry_request
 from service.application.services import Services
+from service.application.tool_lists import tools_of
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ async def dry_run(services: Services, request: BatchRequest, caller: Caller = AN
     calls = len(request.calls)
     concurrency = await _off_loop_if_large(calls, validate, services, request, caller)
     names = await _off_loop_if_large(calls, _known_servers, services, request)
-    listed = await asyncio.gather(*(services.catalog.tools(name) for name in names), return_exceptions=True)
+    listed = await asyncio.gather(*(tools_of(services, name, caller.tenant) for name in names), return_exceptions=True)
     tools = {n: {t.name: t for t in ts} for n, ts in zip(names, listed, strict=True) if isinstance(ts, list)}
     results = await _off_loop_if_large(calls, _would_be, services, request, caller, tools)
     connect = await credentials.connections_needed(services, caller, names)

@@ -112,10 +112,17 @@ export function backendsView(main, report) {
           h("td", { class: "num", dataset: { field: "in-flight" } }, `${number(inFlight)} / ${s.max_concurrency ?? "∞"}`),
           h("td", { dataset: { field: "rate" } }, rate(s.rate_limit)),
           h("td", { class: "num", dataset: { field: "tokens" } }, s.rate_tokens_available === null ? "–" : s.rate_tokens_available.toFixed(1)),
-          h("td", { class: "num", title: s.tools_error ?? "" }, s.tools ? s.tools.length : "unreachable"),
+          h("td", { class: "num", title: s.tools_error ?? "", dataset: { field: "tools" } }, toolsCell(s)),
         );
       }),
     );
+  }
+
+  // A backend that takes the tenant's own credential and has none: a link to the page that gives it one.
+  function toolsCell(s) {
+    if (s.tools) return s.tools.length;
+    if (s.connect) return h("a", { href: "#/credentials", title: s.tools_error ?? "" }, "connect");
+    return "unreachable";
   }
 
   function showRecent(items) {

@@ -2,6 +2,7 @@
 //   GET /v1/servers             which backends take the tenant's own credential (`auth`)
 //   GET /v1/credentials         what the tenant holds: kind, when set, OAuth expiry and scopes (never a value)
 //   PUT / DELETE /v1/credentials/{server}   set a secret, forget one (the key needs the `credentials` right)
+//   POST /v1/credentials/{server}/connect   an OAuth backend: the browser goes on to its authorization server
 // The secret typed here goes to the PUT and nowhere else: the field is cleared once it is sent.
 import { Failed, json, request } from "./api.js";
 import { confirmAction, h, option, setNotice, when } from "./dom.js";
@@ -20,6 +21,8 @@ export function credentialsView(main, report) {
     secret,
     h("button", { type: "submit", class: "primary", id: "credential-save" }, "Set"),
   );
+  const connects = h("ul", { id: "credential-connects" });
+  const connecting = h("div", { hidden: true }, h("h2", {}, "Connect"), connects);
   main.append(
     h(
       "section",
@@ -36,6 +39,7 @@ export function credentialsView(main, report) {
           rows,
         ),
       ),
+      connecting,
       h("h2", {}, "Set a secret"),
       form,
     ),
@@ -46,6 +50,9 @@ export function credentialsView(main, report) {
       const [servers, held] = await Promise.all([json("v1/servers"), json("v1/credentials")]);
       if (stopped) return;
       const takes = servers.filter((s) => s.auth === "tenant").map((s) => s.name);
+      const grants = servers.filter((s) => s.auth === "oauth").map((s) => s.name);
+      connects.replaceChildren(...grants.map(connectItem));
+      connecting.hidden = grants.length === 0;
       server.replaceChildren(...takes.map((name) => option(name)));
       form.hidden = takes.length === 0;
       rows.replaceChildren(...held.map(row));
@@ -66,6 +73,26 @@ export function credentialsView(main, report) {
       h("td", {}, (c.scopes ?? []).join(" ") || "–"),
       h("td", {}, h("button", { type: "button", class: "link", onclick: () => remove(c.server) }, "Delete")),
     );
+  }
+
+  // A link whose click asks the service for a connect flow, then follows its authorization URL.
+  function connectItem(name) {
+    return h(
+      "li",
+      { dataset: { server: name } },
+      h("a", { href: `#/credentials`, class: "connect", onclick: (event) => connect(event, name) }, `Connect ${name}`),
+    );
+  }
+
+  async function connect(event, name) {
+    event.preventDefault();
+    try {
+      const started = await json(`v1/credentials/${encodeURIComponent(name)}/connect`, { method: "POST" });
+      window.location.assign(started.authorization_url);
+    } catch (error) {
+      if (error instanceof Failed) setNotice(error.message);
+      else report(error);
+    }
   }
 
   async function save(event) {

@@ -17,16 +17,20 @@ from typing import Any
 import httpx
 import pytest
 import redis.asyncio as aioredis
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import SecretStr
 
 from mcp_batch.credentials.sealing import new_key
 from mcp_batch.settings import Settings
+from tests.span_sink import in_memory
 from tests.support import (
     HttpBackendProcess,
     ServiceHandle,
+    command_env,
     eventually,
     finished,
     free_port,
+    run_command,
     start_http_backend,
     stdio_demo,
 )
@@ -62,6 +66,12 @@ def tenant_vault() -> Iterator[HttpBackendProcess]:
     backend = start_http_backend(extra_args=["--require-token", TENANT_SECRET])
     yield backend
     backend.stop()
+
+
+@pytest.fixture
+def memory() -> Iterator[InMemorySpanExporter]:
+    with in_memory() as exporter:
+        yield exporter
 
 
 @pytest.fixture
@@ -258,8 +268,8 @@ TENANT_CALLS = [
 ]
 
 
-async def test_no_tenant_credential_leaks_from_any_route_log_or_redis_key(
-    service: ServiceHandle, redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+async def test_no_tenant_credential_leaks_from_any_route_command_log_span_or_redis_key(
+    memory: InMemorySpanExporter, service: ServiceHandle, redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     out = Outputs()
@@ -299,12 +309,38 @@ async def test_no_tenant_credential_leaks_from_any_route_log_or_redis_key(
 
         await eventually(refused_once_deleted, what="calls refused once the credential is deleted", timeout=20)
         await out.get(client, "/openapi.json")
+    await the_credential_commands(service.base_url, out)
     for label, _, headers, body in out.seen:
         assert TENANT_SECRET not in headers + body, f"the tenant's secret in {label}: {body[:2000]}"
     for record in caplog.records:
         text = f"{record.getMessage()}\n{record.exc_text or ''}"
         assert TENANT_SECRET not in text, f"the tenant's secret in log {record.name}: {text[:2000]}"
+    spans = [
+        (f"span {span.name}", json.dumps({**dict(span.attributes or {}), "events": [e.name for e in span.events]}))
+        for span in memory.get_finished_spans()
+    ]
+    assert spans
+    for label, text in spans:
+        assert TENANT_SECRET not in text, f"the tenant's secret in {label}: {text[:2000]}"
     stored = [key for key in await redis.keys("*")]
     assert any(b"credentials" in key for key in stored)
     for key in stored:
         assert TENANT_SECRET.encode() not in key + (await redis.dump(key) or b""), f"the tenant's secret in {key!r}"
+
+
+async def the_credential_commands(base_url: str, out: Outputs) -> None:
+    """`mcp-batch credentials set|list|delete` as a user runs them, the secret from stdin; their outputs to `out`."""
+    env, url = command_env(), ["--server-url", base_url]
+    verbs: list[tuple[tuple[str, ...], bytes | None]] = [
+        (("set", "tvault"), f"{TENANT_SECRET}\n".encode()),
+        (("list",), None),
+        (("list", "--json"), None),
+        (("set", "tvault"), f"{TENANT_SECRET}\nmore".encode()),  # refused: one line only
+        (("delete", "tvault"), None),
+        (("delete", "tvault"), None),
+    ]
+    for argv, stdin in verbs:
+        code, said, err = await run_command("credentials", *argv, *url, env=env, stdin=stdin)
+        out.seen.append((f"mcp-batch credentials {' '.join(argv)}", code, err, said))
+    codes = [code for _, code, _, _ in out.seen[-len(verbs) :]]
+    assert codes[:3] == [0, 0, 0] and codes[4] == 0 and codes[5] != 0, out.seen[-len(verbs) :]

@@ -217,3 +217,18 @@ async def test_rate_limit_per_tenant_paces_each_tenant_on_its_own(
 def test_the_api_refuses_to_start_with_tenant_backends_and_no_secrets_key(settings: Settings) -> None:
     with pytest.raises(ConfigError, match="MCP_BATCH_SECRETS_KEYS"):
         create_app(settings)
+
+
+async def test_servers_lists_a_tenant_backends_tools_with_the_tenants_own_secret_before_any_call(
+    base_url: str,
+) -> None:
+    await given(base_url, ACME, "who_http", "tok-acme-list")
+    await given(base_url, ACME, "who_stdio", "tok-acme-list")
+    async with as_(base_url, ACME) as acme, as_(base_url, CAROL) as carol:
+        answer = await acme.get("/v1/servers")
+        mine = {server["name"]: server for server in answer.json()}
+        theirs = {server["name"]: server for server in (await carol.get("/v1/servers")).json()}
+    assert "tok-acme-list" not in answer.text
+    for name in ("who_http", "who_stdio"):
+        assert "whoami" in [tool["name"] for tool in mine[name]["tools"]], mine[name]
+        assert theirs[name]["tools"] is None and theirs[name]["connect"] == f"PUT /v1/credentials/{name}"

@@ -134,7 +134,7 @@ class BatchTools:
                 Annotated[CallToolResult, ServersView],
                 "The backends a batch can call: transport, timeout, limits and their use now, and their tools "
                 "(input schemas, annotations: readOnlyHint runs under read_only). An unreachable one has "
-                "`tools_error`.",
+                "`tools_error`; one needing your own credential, `connect`.",
             ),
             tool(
                 "delete_batch",

@@ -79,6 +79,7 @@ class ServerView(BaseModel):
     name: str
     tools: list[dict[str, Any]] = LEFT_OUT
     tools_error: str = LEFT_OUT
+    connect: str = LEFT_OUT
 
 
 class ServersView(BaseModel):
