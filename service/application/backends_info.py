@@ -38,7 +38,10 @@ async def describe_server(services: Services, name: str, tenant: str) -> ServerI
     try:
         info.tools = await tools_of(services, name, tenant)
     except BackendUnauthenticated as exc:
-        info.tools_error, info.connect = str(exc), exc.connect
+        if exc.connect is None:  # the operator's own credential refused: a fault like any other backend's
+            info.tools_error = f"could not list tools: {exc}"
+        else:  # the tenant's to give: the route that connects it
+            info.tools_error, info.connect = str(exc), exc.connect
     except BackendError as exc:  # the root cause, in words; one unreachable backend must not hide the others
         info.tools_error = f"could not list tools: {exc}"
     except TimeoutError:
