@@ -93,7 +93,6 @@ class Claims:
         self.live_ms = live_ms
         self.outage_seconds = outage_seconds  # how long a step waits out a Redis outage before failing
         self._advance = ending.script(ADVANCE)
-        self._advance_text = ADVANCE.here if ending.one_node else ADVANCE.later
 
     async def step(
         self,
@@ -143,5 +142,5 @@ class Claims:
         try:
             return await self.redis.evalsha(self._advance.sha, len(keys), *keys, *args)  # type: ignore[misc]
         except NoScriptError:
-            await self.redis.script_load(self._advance_text)  # a restarted or flushed Redis lost the script
+            await self.redis.script_load(self._advance.script)  # a restarted or flushed Redis lost the script
             return await self.redis.evalsha(self._advance.sha, len(keys), *keys, *args)  # type: ignore[misc]
