@@ -27,8 +27,7 @@ from mcp_batch.settings import Settings
 from mcp_batch.tenants import hash_key
 from service.bodies import off_loop
 from service.bodies.strict_route import StrictJSONRoute
-from tests.conftest import REDIS_URL
-from tests.support import api_process
+from tests.support import api_process_handle
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow, pytest.mark.serial]  # its assertions are durations
 
@@ -38,12 +37,26 @@ HEALTHZ_BUDGET = 0.050  # the worst /healthz answer while a large body is read
 
 
 @pytest.fixture
-async def api(settings: Settings, tmp_path: Path) -> AsyncIterator[str]:
+async def served(settings: Settings, tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
+    """The API process: its base URL and its pid."""
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({"keys": [{"sha256": hash_key(KEY), "tenant": "t", "write": True}]}))
     keyed = settings.model_copy(update={"auth": "keys", "keys": keys, "max_calls_per_batch": 100_000})
-    with api_process(keyed, tmp_path) as base_url:
-        yield base_url
+    with api_process_handle(keyed, tmp_path) as (base_url, process):
+        yield base_url, process.pid
+
+
+@pytest.fixture
+def api(served: tuple[str, int]) -> str:
+    return served[0]
+
+
+@pytest.fixture
+def watched(served: tuple[str, int], settings: Settings) -> list[int]:
+    """What a /healthz answer waits on: the API process, Redis (it pings it), and this process (it polls)."""
+    with redis.Redis.from_url(settings.redis_url) as client:
+        redis_pid = int(client.info("server")["process_id"])
+    return [served[1], redis_pid, os.getpid()]
 
 
 @dataclass
@@ -76,32 +89,6 @@ def waited_for_a_cpu(pids: list[int]) -> float:
     return total / 1e9
 
 
-def answering_processes(base_url: str, redis_url: str) -> list[int]:
-    """What a /healthz answer waits on: the API process (this process's child serving the port), Redis (it pings
-    it), and this process (it polls)."""
-    port = base_url.rsplit(":", 1)[1]
-    api = [
-        int(pid)
-        for pid in os.listdir("/proc")
-        if pid.isdigit() and f"--port\0{port}\0" in _cmdline(int(pid)) and _parent(int(pid)) == os.getpid()
-    ]
-    with redis.Redis.from_url(redis_url) as client:
-        redis_pid = int(client.info("server")["process_id"])
-    return [*api, redis_pid, os.getpid()]
-
-
-def _cmdline(pid: int) -> str:
-    with suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\x00", "\0") + "\0"
-    return ""
-
-
-def _parent(pid: int) -> int:
-    with suppress(OSError, IndexError, ValueError):
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    return -1
-
-
 async def worst_healthz(
     base_url: str, watched: list[int], work: Awaitable[Answer] | None = None, seconds: float = 0
 ) -> tuple[float, Any]:
@@ -129,6 +116,7 @@ async def worst_healthz(
 
 async def measured(
     api: str,
+    watched: list[int],
     body: bytes,
     headers: dict[str, str],
     tmp_path: Path,
@@ -140,8 +128,6 @@ async def measured(
     over as long with nothing else to do. A loop held by the work answers nothing for most of that time."""
     async with httpx.AsyncClient(base_url=api) as http:  # routes are made at their first request: not measured here
         await http.post("/v1/batches", json={"calls": []}, headers=headers)
-    watched = answering_processes(api, REDIS_URL)
-    assert len(watched) == 3, watched
     started = time.perf_counter()
     worst, answer = await worst_healthz(api, watched, post(f"{api}{path}", body, headers, tmp_path))
     took = time.perf_counter() - started
@@ -192,28 +178,34 @@ async def test_health_routes_and_unknown_paths_need_no_key(api: str) -> None:
         assert (await http.get("/v1/batches", headers=AUTH)).status_code == 200
 
 
-async def test_an_unauthenticated_10_mib_body_stalls_nothing(api: str, tmp_path: Path) -> None:
-    answer = await measured(api, flat_object_body(10_000_000), {}, tmp_path, "unauthenticated 10 MiB body")
+async def test_an_unauthenticated_10_mib_body_stalls_nothing(api: str, watched: list[int], tmp_path: Path) -> None:
+    answer = await measured(api, watched, flat_object_body(10_000_000), {}, tmp_path, "unauthenticated 10 MiB body")
     assert answer.status_code == 401
 
 
-async def test_a_10_mib_body_is_parsed_off_the_event_loop(api: str, tmp_path: Path) -> None:
+async def test_a_10_mib_body_is_parsed_off_the_event_loop(api: str, watched: list[int], tmp_path: Path) -> None:
     body = many_calls_body(10_000, "m" * 900)
     assert len(body) > 9 << 20
-    answer = await measured(api, body, AUTH, tmp_path, "10 MiB body of 10,000 calls")
+    answer = await measured(api, watched, body, AUTH, tmp_path, "10 MiB body of 10,000 calls")
     assert answer.status_code == 202, answer.text[:300]
 
 
-async def test_a_100_000_call_submit_is_validated_off_the_event_loop(api: str, tmp_path: Path) -> None:
+async def test_a_100_000_call_submit_is_validated_off_the_event_loop(
+    api: str, watched: list[int], tmp_path: Path
+) -> None:
     # Storing 100,000 calls is round trips to Redis on the loop, a chunk each: a looser bound (it was 1-2.5 s).
-    answer = await measured(api, many_calls_body(100_000), AUTH, tmp_path, "100,000-call submit", 2 * HEALTHZ_BUDGET)
+    answer = await measured(
+        api, watched, many_calls_body(100_000), AUTH, tmp_path, "100,000-call submit", 2 * HEALTHZ_BUDGET
+    )
     assert answer.status_code == 202, answer.text[:300]
 
 
-async def test_a_100_000_call_dry_run_is_checked_off_the_event_loop(api: str, tmp_path: Path) -> None:
+async def test_a_100_000_call_dry_run_is_checked_off_the_event_loop(
+    api: str, watched: list[int], tmp_path: Path
+) -> None:
     body = many_calls_body(100_000)
     path = "/v1/batches:validate"
-    answer = await measured(api, body, AUTH, tmp_path, "100,000-call dry run", 2 * HEALTHZ_BUDGET, path)
+    answer = await measured(api, watched, body, AUTH, tmp_path, "100,000-call dry run", 2 * HEALTHZ_BUDGET, path)
     assert answer.status_code == 200, answer.text[:300]
     assert json.loads(answer.text)["valid"] is True
 
