@@ -257,14 +257,10 @@ async def stopped(worker: Worker, worker_task: asyncio.Task[None]) -> None:
 
 @asynccontextmanager
 async def running_service(settings: Settings, port: int | None = None) -> AsyncIterator[ServiceHandle]:
-    """The API on a real port (`port`, or a free one) and one arq worker, both in this event loop; stopped on exit."""
-    async with running_api(settings, port) as base_url:
-        worker = create_worker(settings, handle_signals=False)
-        worker_task = asyncio.create_task(worker.async_run())
-        try:
-            yield ServiceHandle(base_url, settings, worker)
-        finally:
-            await stopped(worker, worker_task)
+    """The API on a real port (`port`, or a free one) and one arq worker, both in this event loop, once the worker's
+    start-up is done (a test that stops Redis next must not catch it half started); stopped on exit."""
+    async with running_api(settings, port) as base_url, running_worker(settings) as worker:
+        yield ServiceHandle(base_url, settings, worker)
 
 
 @asynccontextmanager
