@@ -217,7 +217,10 @@ class Worker(ArqWorker):
             return  # not started yet: the next poll picks
         if self._fair is None:
             self._fair = FairPick(state.store.backlog, tenant_job_slots(state.settings))
-        for job in await self._fair.order([raw.decode() for raw in job_ids]):
+        # A running job stays in arq's queue until it ends: left in, it would take one of its tenant's turns twice
+        # (held, and queued), and a tenant holding half its slots could start no more.
+        running = {job for job, task in self.tasks.items() if not task.done()}
+        for job in await self._fair.order([raw.decode() for raw in job_ids if raw.decode() not in running]):
             if any(shards.batch_of(j) == shards.batch_of(job) for j, t in self.tasks.items() if not t.done()):
                 continue
             await self.sem.acquire()
