@@ -22,6 +22,7 @@ from mcp_batch.host_policy import HostPolicy, authority
 from mcp_batch.issuers import oauth_complete
 from mcp_batch.models import ErrorDetail
 from mcp_batch.ops import collector, durability, tracing
+from mcp_batch.ops.async_library import declared_asyncio
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.ops.prometheus import ApiMetrics
 from mcp_batch.settings import Settings, get_settings
@@ -94,7 +95,8 @@ def create_app(settings: Settings | None = None, served_host: str | None = None)
             # Routes have no lifespan of their own: the MCP session manager runs (and stops, before Redis closes) here.
             async with mcp.session_manager.run():
                 collector.freeze_what_startup_made()
-                yield
+                with declared_asyncio():
+                    yield
         finally:
             await done.stop()
             await close_data(data, redis)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ class WorkerState:
     data: Redis | None = None  # the data plane's client, when it is not `redis` (closed at shut-down)
     latency: LatencySampler | None = None  # the calls' latencies, for the dry run's estimate
     credential_changes: Listener | None = None  # a tenant set or deleted a credential: sessions re-check theirs
+    undone: ExitStack = field(default_factory=ExitStack)  # what start-up set on the process, undone at shut-down
 
 
 def state(ctx: dict[str, Any]) -> WorkerState:

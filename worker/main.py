@@ -25,6 +25,7 @@ from mcp_batch.contract.checks import Bounds
 from mcp_batch.contract.item_cursors import CursorKey
 from mcp_batch.credentials import flow_state
 from mcp_batch.ops import collector, durability, logs, tracing
+from mcp_batch.ops.async_library import declared_asyncio
 from mcp_batch.ops.payload_logs import keep_payloads_out_of_logs
 from mcp_batch.ops.replication import WriteGuard
 from mcp_batch.ops.slot_wait import SlotWait
@@ -136,6 +137,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     if settings.warm_sessions:  # in the background: start-up never waits for a backend
         state.loops.append(asyncio.create_task(pool.warm(), name="warm-sessions"))
     ctx[STATE] = state
+    state.undone.enter_context(declared_asyncio())
     collector.freeze_what_startup_made()  # the collector need not walk start-up's objects after every item
     logger.info("worker %s ready for %d backends", worker_id, len(registry))
 
@@ -174,6 +176,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         if found.data is not None:
             await close_data(found.data, found.redis)
         tracing.flush()
+        found.undone.close()
 
 
 class Worker(ArqWorker):

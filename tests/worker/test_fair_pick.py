@@ -1,6 +1,7 @@
 """The order a worker starts queued jobs in: without Redis, tenants take turns, a tenant's `high` batch goes ahead of
 its own queued work only, a free slot goes to the tenant holding the fewest, and no tenant holds more than its most;
-with the real service and one job slot, another tenant's `high` batches never start before an earlier batch."""
+with the real service and one job slot, another tenant's `high` batches never start before an earlier batch; a lone
+job on an idle worker starts without reading whose it is, and counts against its tenant from the next pick."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 
 from mcp_batch.models import Priority
 from mcp_batch.settings import Settings
-from mcp_batch.store.backlog import Owner
+from mcp_batch.store.backlog import Backlog, Owner
 from mcp_batch.tenants import hash_key
 from tests.support import eventually, finished, running_service, submit
-from worker.fair_pick import fair_order, tenant_job_slots
+from worker.fair_pick import FairPick, fair_order, tenant_job_slots
 
 A, B = "alpha", "beta"
 
@@ -154,3 +156,37 @@ async def test_with_the_defaults_one_tenants_slow_calls_do_not_keep_anothers_one
 
 async def started_at_least(count: Callable[[], Awaitable[int]], n: int) -> bool:
     return await count() >= n
+
+
+class CountedBacklog(Backlog):
+    """The store's backlog, noting each read of batches' owners."""
+
+    def __init__(self, redis: aioredis.Redis, settings: Settings) -> None:
+        super().__init__(redis, settings.key_names)
+        self.reads: list[list[str]] = []
+
+    async def owners(self, batch_ids: list[str]) -> dict[str, Owner]:
+        self.reads.append(batch_ids)
+        return await super().owners(batch_ids)
+
+
+async def test_a_lone_job_on_an_idle_worker_starts_unread_and_its_tenant_counts_from_the_next_pick(
+    redis: aioredis.Redis, settings: Settings
+) -> None:
+    for batch, tenant in (("b1", A), ("b2", A), ("b3", B)):
+        await redis.hset(settings.key_names.batch(batch), mapping={"tenant": tenant, "priority": "normal"})
+    backlog = CountedBacklog(redis, settings)
+    pick = FairPick(backlog, tenant_max_jobs=1)
+    assert await pick.order([job("b1")]) == [job("b1")]
+    assert backlog.reads == []
+    pick.started(job("b1"))
+    # The next pick reads the running job's tenant with the queued ones': alpha holds its one slot, beta starts.
+    assert await pick.order([job("b2"), job("b3")]) == [job("b3")]
+    assert backlog.reads == [["b1", "b2", "b3"]]
+    pick.started(job("b3"))
+    pick.ended(job("b1"))
+    assert await pick.order([job("b2")]) == [job("b2")]  # not alone: beta's job runs, so whose it is was read
+    assert backlog.reads[-1] == ["b2"]
+    pick.ended(job("b3"))
+    assert await pick.order([job("b2")]) == [job("b2")]
+    assert len(backlog.reads) == 2
