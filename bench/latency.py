@@ -1,7 +1,7 @@
 """What a batch costs its caller in time: submit -> done of small batches against the same calls made directly, where
 the milliseconds go, and the throughput table; before and after.
 
-    uv run python bench/latency.py [--rounds 20] [--sizes 1 5 50] [--calls 1000] [--throughput-rounds 2]
+    uv run python bench/latency.py [--rounds 20] [--sizes 1 5 50] [--held] [--calls 1000] [--throughput-rounds 2]
                                    [--workers 1 2] [--ref PATH-OR-GITREF ...]
 
 The backend is the cost benchmark's: `@modelcontextprotocol/server-everything`'s `echo` over stdio (bench/cost.py).
@@ -13,7 +13,8 @@ temporary worktree) runs as processes (`mcp-batch api`, `mcp-batch worker`, a pr
      and where a batch's time went, from the timestamps of its document and items (one clock: one machine): the
      POST, queued to claimed (the queue, the worker's wake-up, the claim), claimed to the first call sent, the
      calls, the last call's end to the batch finished in Redis (the record's round trip and any linger), and
-     finished to the answer in hand (the done signal, the document's build, the HTTP answer);
+     finished to the answer in hand (the done signal, the document's build, the HTTP answer); with --held, each
+     size also as one POST ?wait (the submit held for the batch's end: one request);
   2. throughput, for each of --workers: `--calls` echo calls at --concurrency directly and as one batch through
      each tree (bench/cost.py's round: throughput service/direct, worker CPU per item / SDK client CPU per call).
 Every figure is a median over the rounds; the machine is shared by everything here: quote the ratios.
@@ -49,23 +50,31 @@ PARTS = [
 ]
 
 
+_ENDED = ("completed", "cancelled", "expired")
+
+
 def _ts(value: str) -> float:
     return datetime.fromisoformat(value).timestamp()
 
 
-async def timed_batch(stack: Stack, calls: list[dict[str, Any]], concurrency: int) -> dict[str, float]:
-    """One batch: submit -> done in ms (POST, then GET ?wait), and its parts from the document's timestamps."""
+async def timed_batch(
+    stack: Stack, calls: list[dict[str, Any]], concurrency: int, held: bool = False
+) -> dict[str, float]:
+    """One batch: submit -> done in ms (POST, then GET ?wait; `held`: one POST ?wait, then GET ?wait only if the
+    batch outlived it), and its parts from the document's timestamps."""
     http = stack.http
     wall, start = time.time(), time.perf_counter()
-    response = await http.post("/v1/batches", json={"calls": calls, "max_concurrency": concurrency})
+    body = {"calls": calls, "max_concurrency": concurrency}
+    params = {"wait": 60, "limit": len(calls)} if held else {}
+    response = await http.post("/v1/batches", json=body, params=params)
     posted = time.time()
     response.raise_for_status()
-    batch_id = response.json()["id"]
-    while True:
-        answer = await http.get(f"/v1/batches/{batch_id}", params={"wait": 60, "limit": len(calls)})
-        document = answer.json()
-        if document["status"] in ("completed", "cancelled", "expired"):
-            break
+    document = response.json()
+    batch_id = document["id"]
+    ended = held and document["status"] in _ENDED  # a tree without POST ?wait answers at once: read as below
+    while not ended:
+        document = (await http.get(f"/v1/batches/{batch_id}", params={"wait": 60, "limit": len(calls)})).json()
+        ended = document["status"] in _ENDED
     total, done = (time.perf_counter() - start) * 1000, time.time()
     if document["counts"]["succeeded"] != len(calls) or len(document["results"]) != len(calls):
         raise RuntimeError(f"{stack.tree.label}: batch {batch_id} ended {document['status']}: {document['counts']}")
@@ -79,7 +88,8 @@ async def timed_batch(stack: Stack, calls: list[dict[str, Any]], concurrency: in
         _ts(document["finished_at"]),
         done,
     ]
-    figures = {"total": total, "post": (posted - wall) * 1000}
+    # With POST ?wait the POST's own answer is the end's: its first part runs to the batch's creation instead.
+    figures = {"total": total, "post": (posted - wall if not params else stamps[0] - wall) * 1000}
     for (key, _), begin, end in zip(PARTS[1:], stamps[:-1], stamps[1:], strict=True):
         figures[key] = (end - begin) * 1000
     return figures
@@ -111,6 +121,20 @@ def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[98] if len(values) > 1 else values[0]
 
 
+async def takes_held(stack: Stack) -> bool:
+    """Whether the tree's POST takes ?wait (an older one refuses the parameter)."""
+    response = await stack.http.post("/v1/batches", json={"calls": echo_calls(1)}, params={"wait": 5})
+    return response.status_code != 422
+
+
+def variants(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(sample key, row title) of each way a batch is timed: POST then GET ?wait, and with --held one POST ?wait."""
+    found = [(f"{size}", f"{size} call(s)") for size in args.sizes]
+    if args.held:
+        found += [(f"{size}h", f"{size} call(s), POST ?wait") for size in args.sizes]
+    return found
+
+
 def print_latency(args: argparse.Namespace, labels: list[str], samples: dict[str, dict[str, list[float]]]) -> None:
     columns = ["direct", *labels]
     print(
@@ -121,23 +145,20 @@ def print_latency(args: argparse.Namespace, labels: list[str], samples: dict[str
         + " |"
     )
     print("|---" * (1 + 2 * len(columns) - 1) + "|")
-    for size in args.sizes:
+    for key, title in variants(args):
         cells = []
         for column in columns:
-            values = samples[column][f"{size}.total"]
+            values = samples[column][f"{key}.total"]
             cells.append(f"{statistics.median(values):.1f} / {p99(values):.1f}")
-        base = statistics.median(samples["direct"][f"{size}.total"])
-        cells += [f"{statistics.median(samples[label][f'{size}.total']) - base:+.1f}" for label in labels]
-        print(f"| {size} call(s) | " + " | ".join(cells) + " |")
+        base = statistics.median(samples["direct"][f"{key}.total"])
+        cells += [f"{statistics.median(samples[label][f'{key}.total']) - base:+.1f}" for label in labels]
+        print(f"| {title} | " + " | ".join(cells) + " |")
     print("\nWhere a batch's time went (medians, ms; the parts' medians need not add up to the total's):\n")
-    print(
-        "| part | "
-        + " | ".join(f"{label.split()[0]}, {size} call(s)" for size in args.sizes for label in labels)
-        + " |"
-    )
-    print("|---" * (1 + len(args.sizes) * len(labels)) + "|")
-    for key, title in [*PARTS, ("total", "**submit -> done**")]:
-        cells = [f"{statistics.median(samples[label][f'{size}.{key}']):.2f}" for size in args.sizes for label in labels]
+    timed = variants(args)
+    print("| part | " + " | ".join(f"{label.split()[0]}, {title}" for _, title in timed for label in labels) + " |")
+    print("|---" * (1 + len(timed) * len(labels)) + "|")
+    for part, title in [*PARTS, ("total", "**submit -> done**")]:
+        cells = [f"{statistics.median(samples[label][f'{key}.{part}']):.2f}" for key, _ in timed for label in labels]
         print(f"| {title} | " + " | ".join(cells) + " |")
 
 
@@ -153,6 +174,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=20, help="latency rounds (each measures every size)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 50])
+    parser.add_argument("--held", action="store_true", help="also time each size as one POST ?wait")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--calls", type=int, default=1000, help="calls of a throughput batch")
     parser.add_argument("--throughput-rounds", type=int, default=2, help="0 leaves the throughput table out")
@@ -173,16 +195,19 @@ async def main() -> None:
                 stack = await running.enter_async_context(service_stack(tree, servers, workers))
                 await warm_up(stack, args.concurrency)
                 stacks[tree.label, workers] = stack
+        holds = {tree.label: await takes_held(stacks[tree.label, 1]) for tree in trees}
         client = await running.enter_async_context(direct_client(backend))
         for round_ in range(args.rounds):
             order = trees if round_ % 2 == 0 else trees[::-1]  # drift on the machine hits every side alike
-            for size in args.sizes:
+            for key, _ in variants(args):
+                size = int(key.removesuffix("h"))
                 concurrency = min(size, args.concurrency)
-                samples["direct"][f"{size}.total"].append(await direct_calls(client, size, concurrency))
+                samples["direct"][f"{key}.total"].append(await direct_calls(client, size, concurrency))
                 for tree in order:
-                    found = await timed_batch(stacks[tree.label, 1], echo_calls(size), concurrency)
-                    for key, value in found.items():
-                        samples[tree.label][f"{size}.{key}"].append(value)
+                    held = key.endswith("h") and holds[tree.label]  # else timed as a POST then GET ?wait
+                    found = await timed_batch(stacks[tree.label, 1], echo_calls(size), concurrency, held)
+                    for part, value in found.items():
+                        samples[tree.label][f"{key}.{part}"].append(value)
         print(f"latency: {args.rounds} rounds done, load average {load()}", flush=True)
         throughput: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for round_ in range(args.throughput_rounds):
@@ -197,7 +222,12 @@ async def main() -> None:
     print(f"\nmachine: {machine()}")
     print(f"load average (1, 5, 15 min) at start {load_before}, at end {load()}; {time.perf_counter() - began:.0f} s")
     print(f"trees: {', '.join(f'{t.label} at {t.path}' for t in trees)}")
-    print(f"latency: {args.rounds} interleaved rounds, echo over stdio, 1 worker; batches POST then GET ?wait\n")
+    print(f"latency: {args.rounds} interleaved rounds, echo over stdio, 1 worker; batches POST then GET ?wait")
+    if args.held:
+        print("(POST ?wait rows: the POST held for the end; its first part is the POST to the batch's creation)")
+        for label in (label for label, held in holds.items() if not held):
+            print(f"({label} takes no POST ?wait: its POST ?wait rows are a POST then GET ?wait)")
+    print()
     print_latency(args, labels, samples)
     if args.throughput_rounds:
         print(

@@ -53,9 +53,9 @@ class BatchQuestions:
     max_bytes: int
 
 
-async def for_batch(store: Questions, batch_id: str, settings: Settings) -> BatchQuestions:
-    """The batch's question settings (one read per shard job, none per item)."""
-    raw = await store.settings(batch_id)
+def for_batch(store: Questions, batch_id: str, raw: bytes | None, settings: Settings) -> BatchQuestions:
+    """The batch's question settings from its `questions` field as submitted (`raw`: read once per shard job, at its
+    start)."""
     chosen = QuestionSettings.model_validate_json(raw) if raw else QuestionSettings()
     wait = chosen.wait_seconds or settings.input_wait_seconds
     return BatchQuestions(store, batch_id, chosen.policy, wait, settings.input_request_max_bytes)

@@ -20,7 +20,6 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from mcp_batch import records, shards
 from mcp_batch.contract import budget
-from mcp_batch.errors import BatchNotFound
 from mcp_batch.models import BatchStatus, ItemStatus, Mode
 from mcp_batch.ops import logs, tracing
 from mcp_batch.records import ItemRecord, error_info
@@ -128,22 +127,17 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
     store, settings = state.store, state.settings
     job = shards.job_id(batch_id, shard, generation)
     logs.bind(batch_id=batch_id, job=job)
-    # One round trip's wait for the four: a job taken over before it started only leaves its runner noted (and its
-    # question settings read for nothing).
-    renewed, _, meta, questions = await asyncio.gather(
-        store.leases.renew(batch_id, job),
-        store.leases.started(batch_id, job, state.worker_id),
-        _meta(store, batch_id),
-        for_batch(store.questions, batch_id, settings),
-    )
-    if not renewed:
+    # One round trip: a job taken over before it started only leaves its runner noted (and its meta read for nothing).
+    begun = await store.leases.start(batch_id, job, state.worker_id)
+    if not begun.renewed:
         logger.info("job %s was taken over before it started; nothing to do", job)
         return
+    meta = begun.meta
     if meta is None:
         logger.warning("batch %s is gone (expired or deleted) before it ran", batch_id)
         await store.leases.release(batch_id, job)
         return
-    run = _Shard(meta, questions=questions)
+    run = _Shard(meta, questions=for_batch(store.questions, batch_id, begun.questions, settings))
     renewing = asyncio.create_task(_renew(store, batch_id, job, settings.lease_seconds / 3, run))
     watching = asyncio.create_task(_watch(state, batch_id, run))
     limited = [s for s in meta.servers if (b := state.pool.registry.get(s)) is not None and b.rate_limit]
@@ -180,13 +174,6 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
             )
             await requeue(state, batch_id, shard, generation + 1)
     logger.info("batch %s: job %s has no more items to run", batch_id, job)
-
-
-async def _meta(store: Store, batch_id: str) -> BatchMeta | None:
-    try:
-        return await store.reads.meta(batch_id)
-    except BatchNotFound:
-        return None
 
 
 async def _lane(

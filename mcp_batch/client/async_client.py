@@ -70,32 +70,46 @@ class AsyncClient:
     def batch_url(self, batch_id: str) -> str:
         return f"{self.base_url}/v1/batches/{quote(batch_id, safe='')}"
 
-    async def submit(self, batch: BatchInput, *, idempotency_key: str | None = None, **options: Any) -> BatchDocument:
+    async def submit(
+        self, batch: BatchInput, *, idempotency_key: str | None = None, wait: float = 0, **options: Any
+    ) -> BatchDocument:
         body = wire.batch_body(batch, options)
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        response = await self._send("POST", "/v1/batches", json=body, headers=headers, retry_503=bool(headers))
+        params, timeout = wire.held(wait, self.timeout)
+        response = await self._send(
+            "POST", "/v1/batches", json=body, headers=headers, params=params, timeout=timeout, retry_503=bool(headers)
+        )
         return BatchDocument.model_validate_json(response.content)
 
     async def upload(
-        self, source: bytes | str | os.PathLike[str], *, idempotency_key: str | None = None, **options: Any
+        self,
+        source: bytes | str | os.PathLike[str],
+        *,
+        idempotency_key: str | None = None,
+        wait: float = 0,
+        **options: Any,
     ) -> BatchDocument:
         headers = {"Content-Type": wire.JSON_LINES, **wire.upload_headers(options)}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
-        params = wire.upload_params(options)
+        held, timeout = wire.held(wait, self.timeout)
+        params = {**wire.upload_params(options), **held}
         content: Callable[[], Any] = (lambda: source) if isinstance(source, bytes) else (lambda: _chunks(source))
         response = await self._send(
-            "POST", "/v1/batches", content=content, headers=headers, params=params, retry_503=bool(idempotency_key)
+            "POST",
+            "/v1/batches",
+            content=content,
+            headers=headers,
+            params=params,
+            timeout=timeout,
+            retry_503=bool(idempotency_key),
         )
         return BatchDocument.model_validate_json(response.content)
 
     async def get(self, batch_id: str, *, wait: float = 0, offset: int = 0, limit: int | None = None) -> BatchDocument:
-        params: dict[str, Any] = {"offset": offset} if offset else {}
-        if wait:
-            params["wait"] = round(min(wait, wire.MAX_WAIT), 3)
-        if limit is not None:
-            params["limit"] = limit
-        timeout = httpx.Timeout(self.timeout, read=wait + self.timeout)
+        params, timeout = wire.held(wait, self.timeout, limit)
+        if offset:
+            params["offset"] = offset
         response = await self._send("GET", wire.batch_path(batch_id), params=params, timeout=timeout)
         return BatchDocument.model_validate_json(response.content)
 

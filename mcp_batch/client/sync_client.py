@@ -72,39 +72,60 @@ class Client:
         """The batch document's URL."""
         return f"{self.base_url}/v1/batches/{quote(batch_id, safe='')}"
 
-    def submit(self, batch: BatchInput, *, idempotency_key: str | None = None, **options: Any) -> BatchDocument:
+    def submit(
+        self, batch: BatchInput, *, idempotency_key: str | None = None, wait: float = 0, **options: Any
+    ) -> BatchDocument:
         """Submit a batch (a BatchRequest, or the calls with options such as `mode="serial"`); the queued document.
-        The same `idempotency_key` again answers with the batch the first submit made."""
+        The same `idempotency_key` again answers with the batch the first submit made. With `wait`, the answer is
+        held up to that many seconds (at most 60) for the batch's end: then the document with a page of results."""
         body = wire.batch_body(batch, options)
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        params, timeout = wire.held(wait, self.timeout)
         # a 503 is asked again only with a key: without one, a batch stored before the failure could be stored twice
-        response = self._send("POST", "/v1/batches", json=body, headers=headers, retry_503=idempotency_key is not None)
+        response = self._send(
+            "POST",
+            "/v1/batches",
+            json=body,
+            headers=headers,
+            params=params,
+            timeout=timeout,
+            retry_503=idempotency_key is not None,
+        )
         return BatchDocument.model_validate_json(response.content)
 
     def upload(
-        self, source: bytes | str | os.PathLike[str], *, idempotency_key: str | None = None, **options: Any
+        self,
+        source: bytes | str | os.PathLike[str],
+        *,
+        idempotency_key: str | None = None,
+        wait: float = 0,
+        **options: Any,
     ) -> BatchDocument:
         """Submit a JSON Lines batch (one call per line) as it is, streamed: the bytes, or a file's path; the batch
-        options as keyword arguments (sent as query parameters; `webhook_url` in a header)."""
+        options as keyword arguments (sent as query parameters; `webhook_url` in a header). `wait` as for submit."""
         headers = {"Content-Type": wire.JSON_LINES, **wire.upload_headers(options)}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
-        params = wire.upload_params(options)
+        held, timeout = wire.held(wait, self.timeout)
+        params = {**wire.upload_params(options), **held}
         content: Callable[[], Any] = (lambda: source) if isinstance(source, bytes) else (lambda: _chunks(source))
         response = self._send(
-            "POST", "/v1/batches", content=content, headers=headers, params=params, retry_503=bool(idempotency_key)
+            "POST",
+            "/v1/batches",
+            content=content,
+            headers=headers,
+            params=params,
+            timeout=timeout,
+            retry_503=bool(idempotency_key),
         )
         return BatchDocument.model_validate_json(response.content)
 
     def get(self, batch_id: str, *, wait: float = 0, offset: int = 0, limit: int | None = None) -> BatchDocument:
         """The batch document with one page of results; `wait` holds the request up to that many seconds (at most
         60) for the batch to end."""
-        params: dict[str, Any] = {"offset": offset} if offset else {}
-        if wait:
-            params["wait"] = round(min(wait, wire.MAX_WAIT), 3)
-        if limit is not None:
-            params["limit"] = limit
-        timeout = httpx.Timeout(self.timeout, read=wait + self.timeout)  # the read must outlast the long poll
+        params, timeout = wire.held(wait, self.timeout, limit)
+        if offset:
+            params["offset"] = offset
         response = self._send("GET", wire.batch_path(batch_id), params=params, timeout=timeout)
         return BatchDocument.model_validate_json(response.content)
 

@@ -40,6 +40,15 @@ BatchInput = BatchRequest | Sequence[Call | Mapping[str, Any]]
 JSON_LINES = "application/x-ndjson"
 
 
+def held(wait: float, timeout: float, limit: int | None = None) -> tuple[dict[str, Any], httpx.Timeout]:
+    """The query of a request held up to `wait` seconds for its batch's end (`?wait`, `?limit`), and a timeout whose
+    read outlasts the hold."""
+    params: dict[str, Any] = {"wait": round(min(wait, MAX_WAIT), 3)} if wait else {}
+    if limit is not None:
+        params["limit"] = limit
+    return params, httpx.Timeout(timeout, read=wait + timeout)
+
+
 def batch_body(batch: BatchInput, options: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON body of a submit or dry run, checked here first (InvalidRequest, as the service would answer 422).
 

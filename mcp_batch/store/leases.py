@@ -20,6 +20,7 @@ from mcp_batch import shards
 from mcp_batch.errors import BatchAlreadyFinished, BatchNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import TERMINAL_BATCH, BatchStatus
+from mcp_batch.store.batch_row import META_FIELDS, BatchMeta, parse_meta
 from mcp_batch.store.ending import ONE_NODE_RENEW, Ending
 from mcp_batch.store.scripts import CANCEL, EXPIRE, RENEW, TAKE_OVER, batch_args, batch_keys
 
@@ -43,11 +44,21 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('EXISTS', KEYS[2]) == 0
 return 0
 """
 
-# A shard job started on a worker: the batch names the worker (`runner:<job>`), for the items a take-over (TAKE_OVER)
-# finds it had in flight. KEYS: 1 meta. ARGV: 1 job, 2 worker. Nothing is written for a batch that is gone.
-_STARTED = """
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'runner:' .. ARGV[1], ARGV[2]) end
+
+
+# A shard job's start: its renewal (RENEW, or ending.py's one-node one, as a function: its returns end only it), the
+# batch naming the worker that runs the job (`runner:<job>`, for the items a take-over (TAKE_OVER) finds it had in
+# flight; nothing is written for a batch that is gone) and the batch's meta and `questions` read, in one script. KEYS: the batch keys. ARGV:
+# the renewal's (1 job, 2 lease ms, 3 ttl ms, and on one node 4 the batch id, 5 the unfinished count's key; '' else),
+# 6 the worker, then the meta fields. Returns {the renewal's reply, the meta fields' values, the questions setting}.
+def _start_script(renew: str) -> str:
+    return (
+        f"local function renew()\n{renew}end\nlocal renewed = renew()\n"
+        + """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'runner:' .. ARGV[1], ARGV[6]) end
+return {renewed, redis.call('HMGET', KEYS[1], unpack(ARGV, 7)), redis.call('HGET', KEYS[1], 'questions')}
 """
+    )
 
 
 TERMINAL_VALUES = frozenset(status.value for status in TERMINAL_BATCH)
@@ -59,6 +70,16 @@ class CancelOutcome:
 
     outcome: str
     status: BatchStatus
+
+
+@dataclass(frozen=True)
+class JobStart:
+    """What a shard job's start found: whether its lease is still its own, the batch's meta (None: the batch is gone)
+    and its `questions` setting as submitted (None: it set none)."""
+
+    renewed: bool
+    meta: BatchMeta | None
+    questions: bytes | None
 
 
 def _next_generation(job: str) -> tuple[str, int, int]:
@@ -80,7 +101,7 @@ class Leases:
         self._cancel = ending.script(CANCEL)
         self._expire = ending.script(EXPIRE)
         self._renew = redis.register_script(ONE_NODE_RENEW if ending.one_node else RENEW)
-        self._started = redis.register_script(_STARTED)
+        self._start = redis.register_script(_start_script(ONE_NODE_RENEW if ending.one_node else RENEW))
         self._index = control.register_script(_INDEX)
         self._queued = control.register_script(_QUEUED)
 
@@ -95,29 +116,39 @@ class Leases:
         if jobs:
             await self._index([self.keys.jobs], [flag, self.lease_ms if ms is None else ms, *jobs])
 
-    async def renew(self, batch_id: str, job: str) -> bool:
-        """Renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""
+    def _renew_args(self, batch_id: str, job: str) -> list[str | int]:
         args: list[str | int] = [job, self.lease_ms, self.live_ms]
         if self.ending.one_node:  # the renewal's share of the counts goes in its own script
             args += [batch_id, self.keys.unfinished]
-        reply = cast(list[Any], await self._renew(batch_keys(self.keys, batch_id), args))
+        return args
+
+    async def renew(self, batch_id: str, job: str) -> bool:
+        """Renew a shard job's lease (and keep its batch alive); False when the lease was taken over."""
+        reply = await self._renew(batch_keys(self.keys, batch_id), self._renew_args(batch_id, job))
+        return await self._renewed(batch_id, job, cast(list[Any], reply))
+
+    async def _renewed(self, batch_id: str, job: str, reply: list[Any], index: bool = True) -> bool:
         if not int(reply[0]):
             return False
         # The batch's lease first: the index only tells the sweep where to look, and a lagging one costs a look. The
         # index (control plane) and the tenant's counts (its slot) go together: one round trip's wait, not two.
         due, unfinished, stored = int(reply[1]), reply[2].decode(), reply[3].decode()
+        steps = [self.index([job])] if index else []
         if due > 0 or stored:
-            await asyncio.gather(
-                self.index([job]), self.ending.count_down(batch_id, due, unfinished, stored, self.live_ms)
-            )
-        else:
-            await self.index([job])
+            steps.append(self.ending.count_down(batch_id, due, unfinished, stored, self.live_ms))
+        await asyncio.gather(*steps)
         return True
 
-    async def started(self, batch_id: str, job: str, worker: str) -> None:
-        """Record which worker runs a shard job: items a take-over finds it had in flight name it, should they never
-        finish (their batch halted before another worker took them over)."""
-        await self._started([self.keys.batch(batch_id)], [job, worker])
+    async def start(self, batch_id: str, job: str, worker: str) -> JobStart:
+        """A shard job's start in one round trip: its lease renewed and its batch kept alive (as `renew`), the
+        worker noted as its runner, the batch's meta and `questions` setting read. The jobs index is
+        left as the submit or the take-over set it, a lease ahead: the job's first renewal moves it on, and a job
+        that waited in the queue past it costs the sweep one look (the batch's lease decides)."""
+        renewal = self._renew_args(batch_id, job)
+        renewal += [""] * (5 - len(renewal))
+        args = [*renewal, worker, *META_FIELDS]
+        renewed, meta, questions = cast(list[Any], await self._start(batch_keys(self.keys, batch_id), args))
+        return JobStart(await self._renewed(batch_id, job, renewed, index=False), parse_meta(meta), questions)
 
     async def release(self, batch_id: str, job: str, ran: Mapping[int, int] | None = None) -> str:
         """A shard job ran out of items: drop its lease. Claims it still holds go to a replacement job ('replaced':
@@ -155,15 +186,14 @@ class Leases:
         args = [*self._script_args(batch_id), job, new_job, self.lease_ms, mode, self.live_ms, clean, queued, named]
         raw_outcome, raw_ms = cast(list[Any], await self._take_over(self._script_keys(batch_id), args))
         outcome = str(raw_outcome.decode())
-        if outcome != "replaced":
-            await self.control.zrem(self.keys.jobs, new_job)
+        unneeded = [] if outcome == "replaced" else [new_job]  # the replacement's entry, when the grant never followed
         if outcome in ("alive", "queued"):
-            await self.index([job], "", int(raw_ms))
+            await asyncio.gather(self.control.zrem(self.keys.jobs, *unneeded), self.index([job], "", int(raw_ms)))
         elif outcome == "gone":
-            await self.control.zrem(self.keys.jobs, job)
+            await self.control.zrem(self.keys.jobs, job, *unneeded)
         else:
             async with self.control.pipeline(transaction=True) as pipe:
-                pipe.zrem(self.keys.jobs, job)
+                pipe.zrem(self.keys.jobs, job, *unneeded)
                 pipe.zrem(self.keys.queue, job)
                 pipe.delete(self.keys.arq_job(job), self.keys.arq_in_progress(job))
                 await pipe.execute()

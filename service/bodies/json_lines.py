@@ -119,8 +119,10 @@ def _secret_in_query(name: str) -> Problem:
     return Problem(("query", name), msg, "secret_in_query")
 
 
-def _options(request: Request, upload: Upload) -> None:
+def _options(request: Request, upload: Upload, own: frozenset[str]) -> None:
     for name, value in request.query_params.multi_items():
+        if name in own:  # the route's own parameter (`wait`), not the batch's
+            continue
         if name.startswith(QUERY_PREFIX):  # one pair of the batch's `metadata`, its value taken as it is
             pairs = upload.options.setdefault("metadata", {})
             if name.removeprefix(QUERY_PREFIX) in pairs:
@@ -150,10 +152,11 @@ def _options(request: Request, upload: Upload) -> None:
             upload.problems.append(upload.where(Problem(tuple(e["loc"]), e["msg"], e["type"])))
 
 
-async def read_upload(request: Request, max_calls: int, max_depth: int) -> Upload:
-    """The calls of a JSON Lines body, read as it arrives; InvalidBatch names every problem by line."""
+async def read_upload(request: Request, max_calls: int, max_depth: int, own: frozenset[str] = frozenset()) -> Upload:
+    """The calls of a JSON Lines body, read as it arrives; InvalidBatch names every problem by line. `own`: the
+    route's own query parameters, which are not batch options."""
     upload = Upload()
-    _options(request, upload)
+    _options(request, upload, own)
     rest, number, full = b"", 0, False
     async for chunk in request.stream():
         data = rest + chunk
@@ -258,6 +261,7 @@ class JSONLinesRoute(StrictJSONRoute):
         if not self.takes_lines:
             return strict
         plain = APIRoute.get_route_handler(self)  # FastAPI's own, for the body parsed here
+        own = frozenset(param.alias for param in self.dependant.query_params)
 
         async def route(request: Request) -> Response:
             if not is_json_lines(request.headers.get("content-type")):
@@ -267,7 +271,7 @@ class JSONLinesRoute(StrictJSONRoute):
                 return await strict(request)
             services = request.app.state.services
             depth = getattr(request.app.state, "max_json_depth", _DEFAULT_DEPTH)
-            upload = await read_upload(request, services.settings.max_calls_per_batch, depth)
+            upload = await read_upload(request, services.settings.max_calls_per_batch, depth, own)
             try:
                 return await plain(_ParsedRequest(request, {"calls": upload.calls, **upload.options}))
             except InvalidBatch as exc:

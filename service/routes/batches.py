@@ -53,6 +53,10 @@ IdempotencyKey = Annotated[
     ),
     AfterValidator(idempotency.check_key),
 ]
+Wait = Annotated[float, Query(ge=0, le=60, description="Hold the request up to this many seconds for the end.")]
+Limit = Annotated[
+    int | None, Query(ge=0, le=10_000, description="Most items of `results` (default: what the budget holds).")
+]
 _REPLAYED: dict[int | str, dict[str, Any]] = {
     200: {"model": BatchDocument, "description": "The batch an earlier request with this Idempotency-Key made."},
 }
@@ -83,11 +87,16 @@ async def submit_batch(
     caller: CallerDep,
     response: Response,
     idempotency_key: IdempotencyKey = None,
+    wait: Wait = 0,
+    limit: Limit = None,
 ) -> BatchDocument:
     """Validate the whole batch, store it and queue it; answers at once with its summary and counts (`results` is
-    empty: read them from `Location`, `GET /v1/batches/{id}?wait=S`). The body is JSON, or JSON Lines (one call per
-    line, the options in the query; problems name their line)."""
-    return await _submitted(services, response, await submitting.submit(services, request, caller, idempotency_key))
+    empty: read them from `Location`, `GET /v1/batches/{id}?wait=S`). With `wait`, the answer is held up to that
+    long for the batch's end and is then its document with a page of `results`, as `GET ?wait` would give: a small
+    batch's calls and results in one request. The body is JSON, or JSON Lines (one call per line, the options in the
+    query; problems name their line)."""
+    submitted = await submitting.submit(services, request, caller, idempotency_key)
+    return await _submitted(services, response, submitted, wait, limit)
 
 
 @router.post(
@@ -114,11 +123,16 @@ async def retry_batch(
     return await _submitted(services, response, submitted)
 
 
-async def _submitted(services: Services, response: Response, submitted: submitting.Submitted) -> BatchDocument:
-    """The batch's summary and counts (no page of results: they are all pending) and where to read it."""
+async def _submitted(
+    services: Services, response: Response, submitted: submitting.Submitted, wait: float = 0, limit: int | None = None
+) -> BatchDocument:
+    """The batch's summary and counts (no page of results: they are all pending) and where to read it; with `wait`,
+    its document once it ends or `wait` passes."""
     response.headers["Location"] = f"/v1/batches/{submitted.batch_id}"
     if not submitted.created:
         response.status_code = 200
+    if wait > 0:
+        return await reading.read(services, submitted.batch_id, wait, 0, limit)
     if submitted.row is not None:  # rendered from what the submit stored: no read back
         return reading.submitted_document(submitted.batch_id, submitted.row)
     return await reading.document(services, submitted.batch_id, limit=0)
@@ -192,11 +206,9 @@ async def list_batches(
 async def get_batch(
     batch_id: OwnedBatchId,
     services: ServicesDep,
-    wait: Annotated[float, Query(ge=0, le=60, description="Hold the request up to this many seconds for the end.")] = 0,
+    wait: Wait = 0,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="First item of `results` to return.")] = 0,
-    limit: Annotated[
-        int | None, Query(ge=0, le=10_000, description="Most items of `results` (default: what the budget holds).")
-    ] = None,
+    limit: Limit = None,
 ) -> BatchDocument:
     """The document with one page of `results`, fitted to the batch's `response_max_bytes`."""
     return await reading.read(services, batch_id, wait, offset, limit)

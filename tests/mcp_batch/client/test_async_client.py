@@ -97,3 +97,11 @@ async def test_metadata_on_submit_and_upload_the_list_filters_and_delete(service
         with pytest.raises(NotFound):
             await client.get(tagged.id)
         await client.cancel(running.id)
+
+
+async def test_a_submit_or_upload_that_waits_answers_with_the_ended_batch(service: ServiceHandle) -> None:
+    async with AsyncClient(service.base_url) as client:
+        done = await client.submit([{**ECHO, "arguments": {"message": "hi"}}], wait=30)
+        uploaded = await client.upload(b'{"server": "demo", "tool": "echo", "arguments": {"message": "up"}}\n', wait=30)
+    assert done.status is BatchStatus.completed and done.results[0].content == [{"type": "text", "text": "hi"}]
+    assert uploaded.status is BatchStatus.completed and uploaded.results[0].content == [{"type": "text", "text": "up"}]

@@ -73,6 +73,19 @@ async def test_a_batch_request_and_an_idempotency_key_make_one_batch(service: Se
     assert first == again
 
 
+async def test_a_submit_that_waits_answers_with_the_ended_batch_and_a_replay_with_it(service: ServiceHandle) -> None:
+    def scenario() -> tuple[BatchDocument, BatchDocument]:
+        with Client(service.base_url) as client:
+            calls = [{**ECHO, "arguments": {"message": "hi"}}]
+            return client.submit(calls, idempotency_key="w", wait=30), client.submit(
+                calls, idempotency_key="w", wait=30
+            )
+
+    first, again = await in_thread(scenario)
+    assert first.status is BatchStatus.completed and first.results[0].content == [{"type": "text", "text": "hi"}]
+    assert again.id == first.id and again.results == first.results
+
+
 async def test_item_joins_the_pages_of_a_large_item(service: ServiceHandle) -> None:
     def scenario() -> tuple[ItemResult, str | None]:
         with Client(service.base_url) as client:

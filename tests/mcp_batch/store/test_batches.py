@@ -11,7 +11,7 @@ from mcp_batch.contract import document as documents
 from mcp_batch.errors import BatchAlreadyFinished
 from mcp_batch.keys import Keys
 from mcp_batch.store import Store
-from tests.mcp_batch.store.stored import advance, batch, create, lapse, read_document, record
+from tests.mcp_batch.store.stored import advance, batch, create, lapse, read_document, record, take_lease
 
 
 async def test_claims_come_in_order_with_their_call_specs(redis: aioredis.Redis) -> None:
@@ -241,3 +241,31 @@ async def test_claimed_items_that_never_finished_take_the_last_seqs_once_the_bat
     ]
     document = await read_document(store, batch_id)
     assert {item.index: item.seq for item in document.results} == {item["index"]: item.get("seq") for item in listed}
+
+
+async def test_a_jobs_start_renews_its_lease_names_its_runner_and_reads_its_meta_in_one_script(
+    redis: aioredis.Redis,
+) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(3, questions={"policy": "decline"}))
+    await redis.hset(Keys().batch(batch_id), f"lease:{job}", 1)  # nearly lapsed
+    indexed = await redis.zscore(Keys().jobs, job)
+    begun = await store.leases.start(batch_id, job, "host-a:1")
+    assert begun.renewed and begun.meta is not None and begun.meta.tenant == "default"
+    assert begun.questions is not None and b'"decline"' in begun.questions
+    lease = await redis.hmget(Keys().batch(batch_id), [f"lease:{job}", f"runner:{job}"])
+    assert int(lease[0] or 0) > 1 and lease[1] == b"host-a:1"
+    assert await redis.zscore(Keys().jobs, job) == indexed  # the index stays as the submit set it, a lease ahead
+    other_id, (other,) = await create(store, batch(1))
+    assert (await store.leases.start(other_id, other, "host-a:1")).questions is None
+
+
+async def test_a_taken_over_or_gone_jobs_start_is_not_renewed(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(2))
+    await take_lease(redis, job)
+    assert not (await store.leases.start(batch_id, job, "host-a:1")).renewed
+    await redis.delete(Keys().batch(batch_id))
+    gone = await store.leases.start(batch_id, job, "host-a:1")
+    assert not gone.renewed and gone.meta is None
+    assert not await redis.exists(Keys().batch(batch_id))  # nothing written for a batch that is gone

@@ -21,7 +21,7 @@ WORKER = "host-a:4242"
 async def claimed_by_a_worker(store: Store, items: int, claims: int) -> tuple[str, str, list[int]]:
     """A batch whose one job a worker started and claimed `claims` items in."""
     batch_id, (job,) = await create(store, batch(items))
-    await store.leases.started(batch_id, job, WORKER)
+    assert (await store.leases.start(batch_id, job, WORKER)).renewed
     taken = [await advance(store, batch_id, job, None, want_next=True) for _ in range(claims)]
     return batch_id, job, [claim.index for claim in taken if claim is not None]
 

@@ -46,6 +46,17 @@ async def test_a_json_lines_body_is_a_batch_with_its_options_in_the_query(client
     assert [item["structured_content"] for item in document["results"]] == [{"result": "one"}, {"result": "two"}]
 
 
+async def test_an_upload_may_wait_for_its_end_and_wait_is_not_taken_for_a_batch_option(
+    client: httpx.AsyncClient,
+) -> None:
+    body = lines({"server": "demo", "tool": "echo", "arguments": {"message": "hi"}})
+    response = await client.post("/v1/batches", content=body, headers=NDJSON, params={"mode": "serial", "wait": 30})
+    assert response.status_code == 202, response.text
+    document = response.json()
+    assert document["status"] == "completed" and document["mode"] == "serial"
+    assert document["results"][0]["content"] == [{"type": "text", "text": "hi"}]
+
+
 async def test_application_jsonl_blank_lines_and_a_last_line_without_newline_are_taken(
     client: httpx.AsyncClient,
 ) -> None:

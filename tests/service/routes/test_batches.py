@@ -179,6 +179,39 @@ async def test_wait_outside_its_bounds_is_rejected(client: httpx.AsyncClient) ->
     assert response.json()["detail"][0]["loc"] == ["query", "wait"]
 
 
+async def test_a_submit_that_waits_answers_with_the_ended_batch_and_its_results(client: httpx.AsyncClient) -> None:
+    calls = [{"id": f"e{i}", "server": "demo", "tool": "echo", "arguments": {"message": f"m{i}"}} for i in range(3)]
+    response = await client.post("/v1/batches", json={"calls": calls}, params={"wait": 30, "limit": 2})
+    assert response.status_code == 202
+    document = response.json()
+    assert response.headers["location"] == f"/v1/batches/{document['id']}"
+    assert document["status"] == "completed" and document["counts"]["succeeded"] == 3
+    assert [item["content"] for item in document["results"]] == [
+        [{"type": "text", "text": "m0"}],
+        [{"type": "text", "text": "m1"}],
+    ]
+    assert document["next_offset"] == 2  # `limit` pages the results, as a read's does
+    assert (await client.get(response.headers["location"])).json()["results"][2]["id"] == "e2"
+
+
+async def test_a_submit_that_waits_answers_with_the_running_batch_when_the_wait_runs_out(
+    client: httpx.AsyncClient,
+) -> None:
+    calls = [{"server": "demo", "tool": "sleep", "arguments": {"seconds": 30}}]
+    response = await client.post("/v1/batches", json={"calls": calls}, params={"wait": 0.5})
+    assert response.status_code == 202
+    assert response.json()["status"] in {"queued", "running"}
+    await client.post(f"{response.headers['location']}/cancel")
+
+
+async def test_a_submits_wait_outside_its_bounds_is_rejected_and_nothing_is_stored(client: httpx.AsyncClient) -> None:
+    calls = [{"server": "demo", "tool": "echo"}]
+    response = await client.post("/v1/batches", json={"calls": calls}, params={"wait": 61})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "wait"]
+    assert (await client.get("/v1/batches")).json()["batches"] == []
+
+
 async def test_unknown_batch_is_404(client: httpx.AsyncClient) -> None:
     response = await client.get("/v1/batches/doesnotexist", params={"wait": 1})
     assert response.status_code == 404
