@@ -108,8 +108,8 @@ class Settings(McpDoorSettings):
     max_wait_seconds: float = Field(
         60.0,
         ge=0,
-        description="Longest a `GET ?wait=` or the MCP get_batch tool holds the request (the REST `wait` itself is at "
-        "most 60).",
+        description="Longest a `GET ?wait=`, a `POST /v1/batches?wait=` or the MCP get_batch tool holds the request "
+        "(the REST `wait` itself is at most 60).",
     )
     max_stored_bytes: int = Field(
         1024**3,

@@ -45,12 +45,12 @@ return 0
 """
 
 
-
-# A shard job's start: its renewal (RENEW, or ending.py's one-node one, as a function: its returns end only it), the
-# batch naming the worker that runs the job (`runner:<job>`, for the items a take-over (TAKE_OVER) finds it had in
-# flight; nothing is written for a batch that is gone) and the batch's meta and `questions` read, in one script. KEYS: the batch keys. ARGV:
-# the renewal's (1 job, 2 lease ms, 3 ttl ms, and on one node 4 the batch id, 5 the unfinished count's key; '' else),
-# 6 the worker, then the meta fields. Returns {the renewal's reply, the meta fields' values, the questions setting}.
+# A shard job's start, in one script: its renewal (RENEW, or ending.py's one-node one, as a function: its returns end
+# only it), the batch naming the worker that runs the job (`runner:<job>`, for the items a take-over (TAKE_OVER) finds
+# it had in flight; nothing is written for a batch that is gone) and the batch's meta and `questions` read. KEYS: the
+# batch keys. ARGV: the renewal's (1 job, 2 lease ms, 3 ttl ms, and on one node 4 the batch id, 5 the unfinished
+# count's key; '' else), 6 the worker, then the meta fields. Returns {the renewal's reply, the meta fields' values,
+# the questions setting}.
 def _start_script(renew: str) -> str:
     return (
         f"local function renew()\n{renew}end\nlocal renewed = renew()\n"
