@@ -138,6 +138,9 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
         await store.leases.release(batch_id, job)
         return
     run = _Shard(meta, questions=for_batch(store.questions, batch_id, begun.questions, settings))
+    # The jobs index takes this worker's lease (its length need not be the submitter's) beside the first claim, not
+    # before it: the sweep finds a job whose worker dies as soon as its lease lapses.
+    indexing = asyncio.create_task(store.leases.index([job]))
     renewing = asyncio.create_task(_renew(store, batch_id, job, settings.lease_seconds / 3, run))
     watching = asyncio.create_task(_watch(state, batch_id, run))
     limited = [s for s in meta.servers if (b := state.pool.registry.get(s)) is not None and b.rate_limit]
@@ -160,6 +163,9 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+        (indexed,) = await asyncio.gather(indexing, return_exceptions=True)
+        if isinstance(indexed, Exception):  # the next renewal indexes it; until then the sweep may look later
+            logger.warning("job %s: the jobs index did not take its lease: %s", job, type(indexed).__name__)
     if run.reason == "shutdown":
         await _hand_back(state, batch_id, shard, generation, run)
     else:

@@ -141,9 +141,9 @@ class Leases:
 
     async def start(self, batch_id: str, job: str, worker: str) -> JobStart:
         """A shard job's start in one round trip: its lease renewed and its batch kept alive (as `renew`), the
-        worker noted as its runner, the batch's meta and `questions` setting read. The jobs index is
-        left as the submit or the take-over set it, a lease ahead: the job's first renewal moves it on, and a job
-        that waited in the queue past it costs the sweep one look (the batch's lease decides)."""
+        worker noted as its runner, the batch's meta and `questions` setting read. The jobs index is not moved
+        here: the caller moves it beside its first claim (`index`), since the index only tells the sweep where to
+        look."""
         renewal = self._renew_args(batch_id, job)
         renewal += [""] * (5 - len(renewal))
         args = [*renewal, worker, *META_FIELDS]

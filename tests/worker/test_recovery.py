@@ -79,6 +79,31 @@ async def until_finished_by(redis: aioredis.Redis, batch_id: str, worker: str, c
     await eventually(done, what=f"{count} items finished by worker {worker}")
 
 
+async def test_a_started_job_is_indexed_under_its_workers_lease_not_the_submitters(
+    api: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis
+) -> None:
+    """The API queues a job its own lease ahead (30 s); the worker that starts it, with a 12 s lease, moves the
+    sweep's index to that at once, not at its first renewal (4 s on): a crash before then is found 12 s on, not 30."""
+    assert settings.lease_seconds >= 30
+    batch_id = (await submit(api, [{"server": "demo_http", "tool": "sleep", "arguments": {"seconds": 2}}]))["id"]
+    job = shards.job_id(batch_id, 0)
+    queued_until = await redis.zscore(Keys().jobs, job)
+    assert queued_until is not None
+    async with running_worker(settings.model_copy(update={"lease_seconds": 12.0})):
+
+        async def running() -> bool:
+            return (await api.get(f"/v1/batches/{batch_id}", params={"limit": 0})).json()["status"] == "running"
+
+        await eventually(running, what="the job started")
+
+        async def indexed_under_the_workers_lease() -> bool:
+            score = await redis.zscore(Keys().jobs, job)
+            return score is not None and score < time.time() * 1000 + 13_000 < queued_until
+
+        await eventually(indexed_under_the_workers_lease, what="the index under the worker's lease", timeout=2.5)
+        assert (await finished(api, batch_id))["status"] == "completed"
+
+
 async def test_a_batch_survives_a_worker_killed_mid_batch_and_repeats_no_write(
     api: httpx.AsyncClient, settings: Settings, redis: aioredis.Redis, fresh_backend: HttpBackendProcess, tmp_path: Path
 ) -> None:
