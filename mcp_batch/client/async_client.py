@@ -89,21 +89,9 @@ class AsyncClient:
         wait: float = 0,
         **options: Any,
     ) -> BatchDocument:
-        headers = {"Content-Type": wire.JSON_LINES, **wire.upload_headers(options)}
-        if idempotency_key:
-            headers["Idempotency-Key"] = idempotency_key
-        held, timeout = wire.held(wait, self.timeout)
-        params = {**wire.upload_params(options), **held}
         content: Callable[[], Any] = (lambda: source) if isinstance(source, bytes) else (lambda: _chunks(source))
-        response = await self._send(
-            "POST",
-            "/v1/batches",
-            content=content,
-            headers=headers,
-            params=params,
-            timeout=timeout,
-            retry_503=bool(idempotency_key),
-        )
+        request = wire.upload_request(idempotency_key, wait, self.timeout, options)
+        response = await self._send("POST", "/v1/batches", content=content, **request)
         return BatchDocument.model_validate_json(response.content)
 
     async def get(self, batch_id: str, *, wait: float = 0, offset: int = 0, limit: int | None = None) -> BatchDocument:

@@ -103,21 +103,9 @@ class Client:
     ) -> BatchDocument:
         """Submit a JSON Lines batch (one call per line) as it is, streamed: the bytes, or a file's path; the batch
         options as keyword arguments (sent as query parameters; `webhook_url` in a header). `wait` as for submit."""
-        headers = {"Content-Type": wire.JSON_LINES, **wire.upload_headers(options)}
-        if idempotency_key:
-            headers["Idempotency-Key"] = idempotency_key
-        held, timeout = wire.held(wait, self.timeout)
-        params = {**wire.upload_params(options), **held}
         content: Callable[[], Any] = (lambda: source) if isinstance(source, bytes) else (lambda: _chunks(source))
-        response = self._send(
-            "POST",
-            "/v1/batches",
-            content=content,
-            headers=headers,
-            params=params,
-            timeout=timeout,
-            retry_503=bool(idempotency_key),
-        )
+        request = wire.upload_request(idempotency_key, wait, self.timeout, options)
+        response = self._send("POST", "/v1/batches", content=content, **request)
         return BatchDocument.model_validate_json(response.content)
 
     def get(self, batch_id: str, *, wait: float = 0, offset: int = 0, limit: int | None = None) -> BatchDocument:

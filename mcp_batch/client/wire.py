@@ -120,6 +120,19 @@ def list_params(
     return params
 
 
+def upload_request(
+    idempotency_key: str | None, wait: float, timeout: float, options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The keyword arguments of a JSON Lines upload's POST but its body: the options as query parameters (and
+    headers), the key, the hold for the batch's end; a 503 is asked again only with a key."""
+    headers = {"Content-Type": JSON_LINES, **upload_headers(options)}
+    if idempotency_key:
+        headers["Idempotency-Key"] = idempotency_key
+    held_params, held_timeout = held(wait, timeout)
+    params = {**upload_params(options), **held_params}
+    return {"headers": headers, "params": params, "timeout": held_timeout, "retry_503": bool(idempotency_key)}
+
+
 def upload_headers(options: Mapping[str, Any]) -> dict[str, str]:
     """The headers of a JSON Lines upload's options: its `webhook_url`, never put in a URL (URLs are logged)."""
     url = options.get("webhook_url")
