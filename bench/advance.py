@@ -2,17 +2,19 @@
 
     uv run python bench/advance.py [--ref main] [--items 20000] [--rounds 5] [--per-step 8] [--callgrind ITEMS]
 
-For each tree (this checkout, and `--ref` checked out into a temporary worktree), a child process run with that
-tree's own virtualenv starts a private redis-server on a loopback port in 6400-6499, stores one batch of `--items`
-echo calls through the store (`Submits.create`), and drives `Claims.step` as a shard job's feeder does: each step
-finishes the claims the last one gave (records shaped like a fast echo's) and asks for `--per-step` more. Measured
-from the first step on: Redis CPU per item (INFO cpu, the process's user + sys, and its main thread's), commands per
-item (INFO commandstats: a script's inner commands count, as does its EVALSHA), µs per EVALSHA (its `usec`), and
-the driving process's own CPU per item (what a worker spends on the round trip: packing, redis-py, the claims).
-Rounds interleave the trees (the order alternates); every figure is the median over the rounds.
+For each tree (this checkout, and `--ref` checked out into a temporary worktree), a child process run with that tree's
+own virtualenv starts a private redis-server on a loopback port in 6400-6499, stores one batch of `--items` echo calls
+through the store (`Submits.create`), and drives `Claims.step` as a shard job's feeder does: each step finishes the
+claims the last one gave (records shaped like a fast echo's) and asks for `--per-step` more. Measured from the first
+step on: Redis CPU per item (INFO cpu, the process's user + sys, and its main thread's), commands per item (INFO
+commandstats: a script's inner commands count, as does its EVALSHA), µs per EVALSHA (its `usec`), and the driving
+process's own CPU per item (what a worker spends on the round trip: packing, redis-py, the claims). The submit that
+stores the batch is measured apart: Redis's CPU per call stored. Rounds interleave the trees (the order alternates);
+every figure is the median over the rounds.
 
 `--callgrind ITEMS` adds one run per tree with redis-server under valgrind's callgrind, instrumented only while the
-steps run: instructions per item, which the machine's other load does not move.
+submit and the steps run: instructions per call stored and per item, which the machine's other load does not move.
+`--per-step 32` is about what a worker reading ahead for 8 lanes carries in a round trip (worker/feeder.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from pathlib import Path
 
 Figures = dict[str, float]
 PORTS = range(6400, 6500)
+CPU = ("used_cpu_user", "used_cpu_sys")  # INFO cpu: the server's process
+MAIN_THREAD = ("used_cpu_user_main_thread", "used_cpu_sys_main_thread")
 
 
 def free_port() -> int:
@@ -53,15 +57,16 @@ def redis_argv(port: int, workdir: Path, callgrind: bool) -> list[str]:
     return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", *argv]
 
 
-def callgrind_total(workdir: Path) -> int:
-    """Instructions counted in the dump (callgrind writes it when the server exits; its header's summary is 0)."""
-    totals = [line for line in (workdir / "callgrind.out").read_text().splitlines() if line.startswith("totals:")]
+def callgrind_total(workdir: Path, name: str = "callgrind.out") -> int:
+    """Instructions counted in a dump (callgrind writes the last when the server exits; its header's summary is 0)."""
+    totals = [line for line in (workdir / name).read_text().splitlines() if line.startswith("totals:")]
     return int(totals[-1].split()[1])
 
 
 async def instrument(pid: int, state: str) -> None:
-    """Callgrind's instrumentation of the server on or off."""
-    argv = ["callgrind_control", "-i", state, str(pid)]
+    """Callgrind's instrumentation of the server on or off, or `dump`: what it counted so far to a file of its own
+    (callgrind.out.1 for the first), the count starting again from zero."""
+    argv = ["callgrind_control", "-d" if state == "dump" else "-i", *([] if state == "dump" else [state]), str(pid)]
     await asyncio.to_thread(subprocess.run, argv, check=True, capture_output=True)
 
 
@@ -96,9 +101,15 @@ async def child(items: int, per_step: int, callgrind: bool) -> Figures:
             calls = [{"server": "fast", "tool": "echo", "arguments": {"message": f"m{i}"}} for i in range(items)]
             batch_id = new_batch_id()
             job = shards.job_id(batch_id, 0)
-            await store.submits.create(
-                BatchRequest.model_validate({"calls": calls}), per_step, batch_id=batch_id, jobs=[job]
-            )
+            request = BatchRequest.model_validate({"calls": calls})
+            stored_before = await redis.info("cpu")
+            if callgrind:
+                await instrument(server.pid, "on")
+            await store.submits.create(request, per_step, batch_id=batch_id, jobs=[job])
+            if callgrind:
+                await instrument(server.pid, "off")
+                await instrument(server.pid, "dump")  # the submit's count, in callgrind.out.1
+            stored_after = await redis.info("cpu")
             now = time.time()
             records = [
                 record(
@@ -133,15 +144,13 @@ async def child(items: int, per_step: int, callgrind: bool) -> Figures:
             row = await store.reads.row(batch_id)
             if row.finished != items or row.status != "completed":
                 raise RuntimeError(f"the batch ended {row.status} with {row.finished} of {items} finished")
-        cpu = {
-            key: float(after[key]) - float(before[key])
-            for key in ("used_cpu_user", "used_cpu_sys", "used_cpu_user_main_thread", "used_cpu_sys_main_thread")
-        }
+        cpu = {key: float(after[key]) - float(before[key]) for key in (*CPU, *MAIN_THREAD)}
         commands = {name.removeprefix("cmdstat_"): row for name, row in stats.items() if "info" not in name}
         evalsha = commands.get("evalsha", {"calls": 0, "usec": 0})
         figures = {
-            "cpu": (cpu["used_cpu_user"] + cpu["used_cpu_sys"]) / items * 1e6,
-            "main": (cpu["used_cpu_user_main_thread"] + cpu["used_cpu_sys_main_thread"]) / items * 1e6,
+            "submit_cpu": sum(float(stored_after[k]) - float(stored_before[k]) for k in CPU) / items * 1e6,
+            "cpu": sum(cpu[key] for key in CPU) / items * 1e6,
+            "main": sum(cpu[key] for key in MAIN_THREAD) / items * 1e6,
             "commands": sum(int(r["calls"]) for r in commands.values()) / items,
             "evalsha": int(evalsha["usec"]) / max(1, int(evalsha["calls"])),
             "evalsha_item": int(evalsha["usec"]) / items,
@@ -151,6 +160,7 @@ async def child(items: int, per_step: int, callgrind: bool) -> Figures:
         }
         if callgrind:
             figures["instructions"] = callgrind_total(workdir) / items
+            figures["submit_instructions"] = callgrind_total(workdir, "callgrind.out.1") / items
         return figures
 
 
@@ -165,6 +175,8 @@ def run_child(python: Path, cwd: Path, items: int, per_step: int, callgrind: boo
 
 
 ROWS = [
+    ("submit: Redis CPU µs per call stored (Submits.create)", "submit_cpu", "{:.2f}"),
+    ("submit: instructions per call stored (callgrind)", "submit_instructions", "{:.0f}"),
     ("Redis CPU µs/item (user + sys)", "cpu", "{:.2f}"),
     ("Redis main thread CPU µs/item", "main", "{:.2f}"),
     ("µs per EVALSHA (commandstats usec)", "evalsha", "{:.2f}"),
@@ -208,7 +220,8 @@ async def main() -> None:
                 python = tree.path / ".venv" / "bin" / "python"
                 got = await asyncio.to_thread(run_child, python, tree.path, args.callgrind, args.per_step, True)
                 print(f"callgrind {tree.label}: {got}", file=sys.stderr)
-                figures[tree.label]["instructions"].append(got["instructions"])
+                for key in ("instructions", "submit_instructions"):
+                    figures[tree.label][key].append(got[key])
         print(f"\n{args.items} items, {args.per_step} per step, {args.rounds} rounds; load after: {load()}")
         print(f"run from {ROOT}\n")
         side_by_side([tree.label for tree in trees], ROWS, figures)

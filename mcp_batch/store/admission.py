@@ -27,6 +27,7 @@ from redis.asyncio.client import Pipeline
 
 from mcp_batch.errors import Backpressure, StoredBytesCeiling, TenantBackpressure
 from mcp_batch.keys import Keys
+from mcp_batch.store import hash_tables
 
 _SWEEP = 64  # released batches a submit drops from the tenant's count
 _MORE = 1_024  # and how many more before it refuses a batch over the ceiling
@@ -90,6 +91,7 @@ return {{0}}
 # one script (atomic on a cluster's node as on a standalone Redis; EVALSHA, so a small batch's step sends no script).
 # KEYS: 1 meta, 2 calls, 3 ids. ARGV: 1 live ms, 2 lease ms, 3 number of shard jobs, then the jobs, then the number
 # of calls written here, their specs, their ids' fields (id, index, ...), then the meta hash's fields and values.
+# A large ids hash is made a hash table before its fields go in (hash_tables.py).
 BATCH_ADMIT = f"""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -100,9 +102,11 @@ local meta = ids + 2 * n
 for s = specs, ids - 1, {_UNPACK} do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, s, math.min(s + {_UNPACK - 1}, ids - 1)))
 end
+if n > {hash_tables.OVER} then redis.call('HSET', KEYS[3], '{hash_tables.FIELD}', '') end
 for s = ids, meta - 1, {_UNPACK} do
   redis.call('HSET', KEYS[3], unpack(ARGV, s, math.min(s + {_UNPACK - 1}, meta - 1)))
 end
+if n > {hash_tables.OVER} then redis.call('HDEL', KEYS[3], '{hash_tables.FIELD}') end
 redis.call('HSET', KEYS[1], unpack(ARGV, meta))
 for i = 4, 3 + jobs do redis.call('HSET', KEYS[1], 'lease:' .. ARGV[i], now + tonumber(ARGV[2])) end
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[1])) end

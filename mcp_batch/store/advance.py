@@ -5,6 +5,7 @@ against what Redis's Lua costs. It takes the batch scripts' KEYS and first ARGV 
 from __future__ import annotations
 
 from mcp_batch.models import FAILED_ITEM
+from mcp_batch.store import hash_tables
 from mcp_batch.store.scripts import EndingScript
 
 # The failed item statuses (a record of one is added to the batch's `failed` set) as a Lua set.
@@ -14,7 +15,9 @@ _FAILED = "{" + ", ".join(f"{status.value} = true" for status in sorted(FAILED_I
 # specs come in one LRANGE. Per call, not per item: one HMGET and one HSET of the batch hash (its counters, `n:` per
 # status included), one HDEL and one HSET of the in-flight hash, one HSET of the results (an HMGET of them before it
 # only when a finished item was no longer in flight: it may be recorded already), one RPUSH of the finish order.
-# TTLs are refreshed on lease renewal (RENEW), and here only when a key is created (or every 64th claim); the shared
+# TTLs are refreshed on lease renewal (RENEW), and here only when a key is created (or every 64th claim, which also
+# makes the in-flight hash of a batch of more than hash_tables.OVER calls a hash table, whatever it was: it may have
+# emptied and come back); the shared
 # unfinished counts are brought up to date on renewal and at the end (`counted`).
 # What Redis's Lua costs here is mostly making strings (each one hashed whole as it is made) and converting numbers:
 # each record comes as its own argument, made into the stored value once (with its seq), the finished items'
@@ -40,6 +43,7 @@ _FAILED = "{" + ", ".join(f"{status.value} = true" for status in sorted(FAILED_I
 ADVANCE = EndingScript.of(
     f"""
 local FAILED = {_FAILED}
+local TABLE, OVER = '{hash_tables.FIELD}', {hash_tables.OVER}
 """
     + """
 local job, ttl, want, n = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -194,7 +198,12 @@ if want > 0 and claimed < total then
   end
   set[#set + 1] = 'claimed'; set[#set + 1] = int('%d', claimed + k)
   if math.floor((claimed + k) / 64) > math.floor(claimed / 64) or claimed == 0 then
-    redis.call('HSET', KEYS[7], unpack(mine))
+    if total > OVER then
+      redis.call('HSET', KEYS[7], TABLE, '', unpack(mine))
+      redis.call('HDEL', KEYS[7], TABLE)
+    else
+      redis.call('HSET', KEYS[7], unpack(mine))
+    end
     mine = {}
     redis.call('PEXPIRE', KEYS[7], ttl)
   end

@@ -14,6 +14,7 @@ from mcp_batch.store import Store
 from mcp_batch.store.batch_row import load_spec
 from mcp_batch.store.intake import STAGE_OVER
 from mcp_batch.store.placement import new_batch_id
+from tests.mcp_batch.store.test_hash_tables import table
 
 COUNT = STAGE_OVER + 2_345  # staged, in several steps and a last short chunk
 
@@ -36,6 +37,7 @@ async def test_a_large_batch_is_stored_whole_in_order(redis: aioredis.Redis, cou
     ids = await redis.hgetall(keys.ids(batch_id))
     assert len(ids) == count and ids["c-7-é".encode()] == b"7" and ids[b"8"] == b"8"
     assert ids[b"1000"] == b"1000"
+    assert await redis.object("encoding", keys.ids(batch_id)) == await table(redis)  # written as one from the first
     for key in (keys.batch(batch_id), keys.calls(batch_id), keys.ids(batch_id)):
         assert await redis.ttl(key) > 600  # the batch's life, not the staging's
 
