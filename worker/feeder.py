@@ -67,6 +67,8 @@ class Feeder:
         self._give_back: list[Claim] = []
         self._waiters: deque[asyncio.Future[Claim | None]] = deque()  # lanes waiting for a claim, first come first
         self._more = True  # the store may still have claims for this job
+        self._seq: int | None = None  # the seq the batch's next record takes, as of the last round trip
+        self._alone = True  # no other job has recorded items between this job's round trips (so far)
         self._failure: BaseException | None = None
         self._pump: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -188,7 +190,13 @@ class Feeder:
         free = max(0, self._keep - len(self._ready) - len(self._unlocking))
         served = min(self._waiting, len(self._ready) + len(self._unlocking))  # lanes woken to a claim in hand
         lanes = (self._busy + served, self._waiting - served, free)
-        step = await self._claims.step(self._batch_id, self._job, records, want, give_back, lanes, held)
+        # The records go with their seqs while this job looks like the batch's only writer: right, they are stored
+        # as sent; wrong, the store makes each anew, which costs it more than making them in the first place.
+        seq = self._seq if self._alone and records else None
+        step = await self._claims.step(self._batch_id, self._job, records, want, give_back, lanes, held, seq)
+        if seq is not None and step.next_seq is not None and step.next_seq != seq + len(records):
+            self._alone = False
+        self._seq = step.next_seq
         self._marked = bool(held) or len(step.claims) > free or self._busy + self._waiting > 0
         if self._stored is not None and records:
             self._stored([claim.index for claim, _ in records])

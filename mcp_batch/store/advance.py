@@ -28,18 +28,23 @@ _FAILED = "{" + ", ".join(f"{status.value} = true" for status in sorted(FAILED_I
 #       separated (they become orphans again, flag kept), 8 `busy waiting free`: the job's lanes with a call
 #       (checks, gate or backend), those waiting for a claim, and how many of this call's claims it may start before
 #       its next call ('' when the caller does not say), 9 the claims it holds unsent until its next call (comma
-#       separated); then per finished item, in order: n indexes, n statuses, n records without their closing brace
-#       (the script adds `,"seq":N}`); then the item id of each failed item (FAILED), in order.
+#       separated), 10 the seq the caller gave the first record, the next ones following ('': records come without
+#       their closing brace, and the script adds `,"seq":N}`); then per finished item, in order: n indexes, n
+#       statuses, n records; then the item id of each failed item (FAILED), in order.
+# A record whose seq the caller guessed right is stored as it came: making the stored value anew (a string Redis's Lua
+# hashes whole) was a sixth of an item's cost here. One guessed wrong (another job recorded items in between, or one
+# was recorded already) is made anew, its suffix cut.
 # The job's lease is read with the batch hash (its `lease:<job>` field), so the check costs no command of its own.
 # A new batch hash begins with the fields read and written here (batch_row.new_row): while small, Redis keeps it as
 # one list that it scans from its head for each field.
 # The job's `busy:<job>` (its calls running as of its last call here: the lanes busy and those this call feeds) and
 # `held:<job>` (ARGV 9 and this call's claims past `free`) are kept in the batch hash while it holds its lease:
 # readers count the one running and the other pending, and a take-over sends the held ones on as never dispatched.
-# Returns {state, final, then the claims}: state 1 (more may come), 0 (nothing more to claim: done, halted or ended;
-# `final` is the status when this call ended the batch), -2 (the batch is gone), -3 (this job's lease was taken
-# over). With state 1 and `want` > 0, the claims follow: the number of orphans claimed, index, spec and flag of each,
-# then the cursor's first index and the specs from it on (flag 0), straight from LRANGE.
+# Returns {state, final, next, then the claims}: state 1 (more may come), 0 (nothing more to claim: done, halted or
+# ended; `final` is the status when this call ended the batch), -2 (the batch is gone), -3 (this job's lease was taken
+# over); `next`, with state 1, the seq the batch's next record takes (else 0). With state 1 and `want` > 0, the claims
+# follow: the number of orphans claimed, index, spec and flag of each, then the cursor's first index and the specs
+# from it on (flag 0), straight from LRANGE.
 ADVANCE = EndingScript.of(
     f"""
 local FAILED = {_FAILED}
@@ -47,11 +52,12 @@ local TABLE, OVER = '{hash_tables.FIELD}', {hash_tables.OVER}
 """
     + """
 local job, ttl, want, n = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local told = tonumber(ARGV[10])  -- the seq the caller gave the first record (nil: none)
 local int = string.format  -- int('%d', n): a number as Redis reads it, cheaper than redis.call's own conversion
 local fields = {'status', 'total', 'claimed', 'finished', 'halt', 'deadline_at', 'on_error', 'orphans', 'lease:' .. job,
   nil, nil, nil, nil, nil, nil, nil}
 local slot = {}
-for i = 10 + n, 9 + 2 * n do
+for i = 11 + n, 10 + 2 * n do
   local st = ARGV[i]
   if not slot[st] then
     fields[#fields + 1] = 'n:' .. st
@@ -59,12 +65,12 @@ for i = 10 + n, 9 + 2 * n do
   end
 end
 local m = redis.call('HMGET', KEYS[1], unpack(fields))
-if not m[1] then return {-2, ''} end
-if TERMINAL[m[1]] then return {0, ''} end
+if not m[1] then return {-2, '', 0} end
+if TERMINAL[m[1]] then return {0, '', 0} end
 local claimed, finished, halt, orphans = tonumber(m[3]), tonumber(m[4]), m[5], tonumber(m[8])
 local total = tonumber(m[2])
 local set = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
-local failures = 9 + 3 * n
+local failures = 10 + 3 * n
 local busy, waiting, free = string.match(ARGV[8], '(%d+) (%d+) (%d+)')
 busy, waiting, free = tonumber(busy), tonumber(waiting), tonumber(free)
 local function mark(fed)  -- the job's running and held claims, while its lease is its own (if it told them)
@@ -75,13 +81,13 @@ end
 local pushed = nil  -- the items recorded, once one was not (recorded already): until then, all of them
 -- An item in flight has no record: recording one takes it out of flight, and one recorded is never claimed again.
 -- So when all n were in flight, none is recorded or repeated; else the results hash says which are.
-local out_of_flight = n > 0 and redis.call('HDEL', KEYS[7], unpack(ARGV, 10, 9 + n)) < n
+local out_of_flight = n > 0 and redis.call('HDEL', KEYS[7], unpack(ARGV, 11, 10 + n)) < n
 local none = {}
 local got, seen = none, nil
-if out_of_flight then got, seen = redis.call('HMGET', KEYS[3], unpack(ARGV, 10, 9 + n)), {} end
+if out_of_flight then got, seen = redis.call('HMGET', KEYS[3], unpack(ARGV, 11, 10 + n)), {} end
 local rows = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 for i = 1, n do
-  local index, st, id = ARGV[9 + i], ARGV[9 + n + i], nil
+  local index, st, id = ARGV[10 + i], ARGV[10 + n + i], nil
   if FAILED[st] then
     failures = failures + 1
     id = ARGV[failures]
@@ -89,7 +95,13 @@ for i = 1, n do
   if not got[i] and not (seen and seen[index]) then
     if seen then seen[index] = true end
     finished = finished + 1
-    rows[#rows + 1] = index; rows[#rows + 1] = int('%s,"seq":%d}', ARGV[9 + 2 * n + i], finished)
+    local row = ARGV[10 + 2 * n + i]
+    if not told then
+      row = int('%s,"seq":%d}', row, finished)
+    elseif told + i - 1 ~= finished then  -- the worker's seq was wrong: its suffix goes and the right one comes
+      row = int('%s,"seq":%d}', string.sub(row, 1, -9 - #int('%d', told + i - 1)), finished)
+    end
+    rows[#rows + 1] = index; rows[#rows + 1] = row
     if pushed then pushed[#pushed + 1] = index end
     local s = slot[st]
     m[s] = (tonumber(m[s]) or 0) + 1
@@ -103,7 +115,7 @@ for i = 1, n do
       end
     end
   elseif not pushed then
-    pushed = {unpack(ARGV, 10, 8 + i)}
+    pushed = {unpack(ARGV, 11, 9 + i)}
   end
 end
 if #rows > 0 then redis.call('HSET', KEYS[3], unpack(rows)) end
@@ -112,7 +124,7 @@ if recorded > 0 then
   if pushed then
     redis.call('RPUSH', KEYS[5], unpack(pushed))
   else
-    redis.call('RPUSH', KEYS[5], unpack(ARGV, 10, 9 + n))
+    redis.call('RPUSH', KEYS[5], unpack(ARGV, 11, 10 + n))
   end
   if finished == recorded then  -- the first records: the keys were just created
     redis.call('PEXPIRE', KEYS[3], ttl)
@@ -146,22 +158,22 @@ if not halt and m[6] and tonumber(ARGV[1]) >= tonumber(m[6]) then
 end
 if finished == total then
   write()
-  return {0, finalize(halt)}
+  return {0, finalize(halt), 0}
 end
 if halt then
   mark(0)
   write()
-  if redis.call('HLEN', KEYS[7]) == 0 then return {0, finalize(halt)} end
-  return {0, ''}
+  if redis.call('HLEN', KEYS[7]) == 0 then return {0, finalize(halt), 0} end
+  return {0, '', 0}
 end
 if want <= 0 then
   mark(0)
   write()
-  return {1, ''}
+  return {1, '', finished + 1}
 end
 if not m[9] then
   write()
-  return {-3, ''}
+  return {-3, '', 0}
 end
 local taken, mine = none, {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
 -- `orphans` counts entries pushed since the list was last seen empty; missing (a batch from before it) means unknown.
@@ -221,8 +233,8 @@ if busy then
   set[#set + 1] = 'held:' .. job; set[#set + 1] = held_now
 end
 write()
-if orphaned == 0 then return {1, '', 0, first, unpack(specs)} end
-local out = {1, '', orphaned, unpack(taken)}
+if orphaned == 0 then return {1, '', finished + 1, 0, first, unpack(specs)} end
+local out = {1, '', finished + 1, orphaned, unpack(taken)}
 out[#out + 1] = first
 for j = 1, #specs do out[#out + 1] = specs[j] end
 return out

@@ -57,6 +57,7 @@ class Step:
     claims: list[Claim]
     more: bool  # False: nothing more to claim (the batch is done, halted or gone, or the lease was lost)
     lost: bool = False  # this job's lease was taken over
+    next_seq: int | None = None  # the seq the batch's next record takes, as of this step (None: not said)
 
 
 def _claim(index: Any, raw: bytes, flag: Any) -> Claim:
@@ -77,8 +78,8 @@ def _claim(index: Any, raw: bytes, flag: Any) -> Claim:
 def _claims(reply: list[Any]) -> list[Claim]:
     """The claims of ADVANCE's reply: the orphans' (index, spec, flag each), then the cursor's (its first index, then
     a spec each)."""
-    end = 3 + 3 * int(reply[2])
-    claims = [_claim(*reply[i : i + 3]) for i in range(3, end, 3)]
+    end = 4 + 3 * int(reply[3])
+    claims = [_claim(*reply[i : i + 3]) for i in range(4, end, 3)]
     first = int(reply[end])
     return claims + [_claim(first + j, raw, 0) for j, raw in enumerate(reply[end + 1 :])]
 
@@ -103,6 +104,7 @@ class Claims:
         give_back: Sequence[Claim] = (),
         lanes: tuple[int, int, int] | None = None,
         held: Sequence[Claim] = (),
+        seq: int | None = None,
     ) -> Step:
         """Record finished items, give back claims that will not run here (they go to whoever claims next, their
         `recovered` flag kept) and claim up to `want` more, in one round trip.
@@ -110,25 +112,30 @@ class Claims:
         `lanes` (busy, waiting, free): the job's lanes with a call, those waiting for a claim, and how many of the
         claims this step gives it may start before its next step (None: not said; readers then count every claim
         running). `held`: claims in hand it keeps unsent until its next step; they and the claims past `free` are
-        held unsent (readers count them pending, and a take-over sends them on as never dispatched)."""
-        indexes, statuses, records, failed_ids = [], [], [], []
+        held unsent (readers count them pending, and a take-over sends them on as never dispatched). `seq`: the seq
+        the first of `finished` takes if no other job records one first (the last step's `next_seq`), the next ones
+        following; a record whose seq is right is stored as it is sent (None: the store gives every one its seq)."""
+        indexes, statuses, failed_ids = [], [], []
+        records: list[bytes] = []
         for claim, record in finished:
             status = record["status"]
             indexes.append(claim.index)
             statuses.append(status)
-            records.append(dump(record)[:-1])  # its closing brace comes after the seq the script adds
+            raw = dump(record)[:-1]  # its closing brace comes after its seq, added here or by the script
+            records.append(raw if seq is None else raw + b',"seq":%d}' % (seq + len(records)))
             if status in _FAILED:
                 failed_ids.append(claim.id)
         back = ",".join(f"{claim.index}:{claim.flag}" for claim in give_back)
         told = "" if lanes is None else " ".join(map(str, lanes))
         args = [*batch_args(batch_id), job, self.live_ms, want, len(indexes), back, told]
-        args += [",".join(str(claim.index) for claim in held), *indexes, *statuses, *records, *failed_ids]
+        args += [",".join(str(claim.index) for claim in held), "" if seq is None else seq]
+        args += [*indexes, *statuses, *records, *failed_ids]
         reply = await self._evalsha(self.ending.batch_keys(batch_id), args)
         state = int(reply[0])
         if reply[1]:  # this step ended the batch
             await with_redis_retry(lambda: self.ending.ended(batch_id), outage=self.outage_seconds)
-        claims = _claims(reply) if len(reply) > 2 else []
-        return Step(claims, more=state == 1, lost=state == -3)
+        claims = _claims(reply) if len(reply) > 3 else []
+        return Step(claims, more=state == 1, lost=state == -3, next_seq=int(reply[2]) or None)
 
     async def _evalsha(self, keys: list[str], args: list[Any]) -> Any:
         # While Redis is down or loading its append-only file, the finished items a step carries exist only in the

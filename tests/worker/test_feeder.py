@@ -5,6 +5,7 @@ learn of the claims it holds."""
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -208,3 +209,26 @@ async def _status(store: Store, batch_id: str, status: str) -> bool:
 
 def _meta() -> BatchMeta:
     return BatchMeta(Mode.concurrent, 8, BatchStatus.queued, True, 0.0, 1, None)
+
+
+async def test_two_jobs_recording_in_turn_store_every_record_once_with_its_place_in_finish_order(
+    redis: aioredis.Redis,
+) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, jobs = await create(store, batch(60), jobs=2)
+    feeders = [Feeder(store.claims, batch_id, job, lanes=3, read_ahead=True) for job in jobs]
+
+    async def lane(feeder: Feeder) -> None:
+        while (claim := await feeder.next()) is not None:
+            await asyncio.sleep(0)
+            feeder.finish(claim, fast())
+
+    await asyncio.gather(*(lane(feeder) for feeder in feeders for _ in range(3)))
+    await asyncio.gather(*(feeder.close() for feeder in feeders))
+    raw = await redis.hgetall(Keys().results(batch_id))
+    order = [int(i) for i in await redis.lrange(Keys().finished(batch_id), 0, -1)]
+    assert sorted(order) == list(range(60))
+    assert {int(index): json.loads(value)["seq"] for index, value in raw.items()} == {
+        index: place + 1 for place, index in enumerate(order)
+    }
+    assert (await store.reads.row(batch_id)).status == "completed"

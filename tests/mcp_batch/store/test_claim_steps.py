@@ -214,3 +214,41 @@ async def test_a_batch_hash_without_the_orphans_and_ok_counts_is_stepped_alike(r
     await store.claims.step(batch_id, job, finished(again), 0)
     row = await store.reads.row(batch_id)
     assert row.status == "completed" and row.counts["ok"] == 4 and row.finished == 4
+
+
+def stored_records(raw: dict[bytes, bytes]) -> dict[int, dict[str, Any]]:
+    return {int(index): json.loads(value) for index, value in raw.items()}
+
+
+async def test_records_sent_with_their_seqs_are_stored_as_sent_and_each_step_tells_the_next_seq(
+    redis: aioredis.Redis,
+) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(12))
+    claims = await store.claims.step(batch_id, job, [], 12)
+    assert claims.next_seq == 1
+    first = await store.claims.step(batch_id, job, finished(claims.claims[:9]), 0, seq=1)
+    assert first.next_seq == 10
+    second = await store.claims.step(batch_id, job, finished(claims.claims[9:], "error"), 0, seq=10)
+    assert second.next_seq is None  # the batch ended
+    raw = await redis.hgetall(Keys().results(batch_id))
+    assert raw[b"0"] == b'{"status":"ok","content":[],"is_error":false,"seq":1}'
+    assert raw[b"11"] == b'{"status":"error","content":[],"is_error":false,"seq":12}'
+    assert {index: record["seq"] for index, record in stored_records(raw).items()} == {i: i + 1 for i in range(12)}
+
+
+async def test_records_sent_with_wrong_seqs_are_stored_with_the_right_ones_whole(redis: aioredis.Redis) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(12))
+    claims = (await store.claims.step(batch_id, job, [], 12)).claims
+    # Guessed too high, by a digit more (another job's records would make it too low, as the next step is).
+    await store.claims.step(batch_id, job, finished(claims[:3]), 0, seq=98)
+    await store.claims.step(batch_id, job, finished(claims[3:9], "error"), 0, seq=1)
+    # One already recorded among them: those after it take its seq, not the one sent.
+    again = [*finished(claims[9:10]), *finished(claims[8:9]), *finished(claims[10:])]
+    step = await store.claims.step(batch_id, job, again, 0, seq=10)
+    assert step.next_seq is None
+    records = stored_records(await redis.hgetall(Keys().results(batch_id)))
+    assert {index: record["seq"] for index, record in records.items()} == {i: i + 1 for i in range(12)}
+    assert all(record["status"] == ("error" if 3 <= i < 9 else "ok") for i, record in records.items())
+    assert all(record.keys() == {"status", "content", "is_error", "seq"} for record in records.values())
