@@ -27,7 +27,7 @@ from redis.asyncio.client import Pipeline
 
 from mcp_batch.errors import Backpressure, StoredBytesCeiling, TenantBackpressure
 from mcp_batch.keys import Keys
-from mcp_batch.store import hash_tables
+from mcp_batch.store.hash_tables import TABLE_FIELD, TABLE_OVER
 
 _SWEEP = 64  # released batches a submit drops from the tenant's count
 _MORE = 1_024  # and how many more before it refuses a batch over the ceiling
@@ -102,11 +102,11 @@ local meta = ids + 2 * n
 for s = specs, ids - 1, {_UNPACK} do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, s, math.min(s + {_UNPACK - 1}, ids - 1)))
 end
-if n > {hash_tables.OVER} then redis.call('HSET', KEYS[3], '{hash_tables.FIELD}', '') end
+if n > {TABLE_OVER} then redis.call('HSET', KEYS[3], '{TABLE_FIELD}', '') end
 for s = ids, meta - 1, {_UNPACK} do
   redis.call('HSET', KEYS[3], unpack(ARGV, s, math.min(s + {_UNPACK - 1}, meta - 1)))
 end
-if n > {hash_tables.OVER} then redis.call('HDEL', KEYS[3], '{hash_tables.FIELD}') end
+if n > {TABLE_OVER} then redis.call('HDEL', KEYS[3], '{TABLE_FIELD}') end
 redis.call('HSET', KEYS[1], unpack(ARGV, meta))
 for i = 4, 3 + jobs do redis.call('HSET', KEYS[1], 'lease:' .. ARGV[i], now + tonumber(ARGV[2])) end
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[1])) end

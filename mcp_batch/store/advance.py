@@ -5,7 +5,7 @@ against what Redis's Lua costs. It takes the batch scripts' KEYS and first ARGV 
 from __future__ import annotations
 
 from mcp_batch.models import FAILED_ITEM
-from mcp_batch.store import hash_tables
+from mcp_batch.store.hash_tables import TABLE_FIELD, TABLE_OVER
 from mcp_batch.store.scripts import EndingScript
 
 # The failed item statuses (a record of one is added to the batch's `failed` set) as a Lua set.
@@ -14,13 +14,12 @@ _FAILED = "{" + ", ".join(f"{status.value} = true" for status in sorted(FAILED_I
 # Finish items (each recorded once, with its seq) and claim up to `want` more: orphans first, then the cursor, whose
 # specs come in one LRANGE. Per call, not per item: one HMGET and one HSET of the batch hash (its counters, `n:` per
 # status included), one HDEL and one HSET of the in-flight hash, one HSET of the results (an HMGET of them before it
-# only when a finished item was no longer in flight: it may be recorded already), one RPUSH of the finish order.
-# TTLs are refreshed on lease renewal (RENEW), and here only when a key is created (or every 64th claim, which also
-# makes the in-flight hash of a batch of more than hash_tables.OVER calls a hash table, whatever it was: it may have
-# emptied and come back); the shared
-# unfinished counts are brought up to date on renewal and at the end (`counted`).
+# only when a finished item was no longer in flight: it may be recorded already), one RPUSH of the finish order. TTLs
+# are refreshed on lease renewal (RENEW), and here only when a key is created (or every 64th claim, which also makes the
+# in-flight hash of a batch of more than TABLE_OVER (hash_tables.py) calls a hash table, whatever it was: it may have
+# emptied and come back); the shared unfinished counts are brought up to date on renewal and at the end (`counted`).
 # What Redis's Lua costs here is mostly making strings (each one hashed whole as it is made) and converting numbers:
-# each record comes as its own argument, made into the stored value once (with its seq), the finished items'
+# each record comes as its own argument, stored as it came (or made anew once, with its seq: below), the finished items'
 # indexes go to HDEL and RPUSH straight from ARGV, and integers reach redis.call as strings made by %d (a number
 # argument is printed with %.17g, several times slower). Tables are made with room for what a call puts in them (a
 # constructor of nils): one grown an entry at a time is rehashed at each power of two.
@@ -48,7 +47,7 @@ _FAILED = "{" + ", ".join(f"{status.value} = true" for status in sorted(FAILED_I
 ADVANCE = EndingScript.of(
     f"""
 local FAILED = {_FAILED}
-local TABLE, OVER = '{hash_tables.FIELD}', {hash_tables.OVER}
+local TABLE, OVER = '{TABLE_FIELD}', {TABLE_OVER}
 """
     + """
 local job, ttl, want, n = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])

@@ -5,7 +5,7 @@ hash-max-listpack-value bytes, 64) as one list, a listpack, that every HSET, HGE
 written many fields at a time pays that scan once per field: a submit's ids hash cost its calls n²/2 steps until it
 passed 512 entries, and the in-flight hash, whose read-ahead claims come and go by the dozen, was the largest cost per
 item of the finish-and-claim script. A field longer than hash-max-listpack-value makes a hash a table for good (Redis
-never turns one back while it runs), so the store sets `FIELD` and deletes it in the same atomic step, or before
+never turns one back while it runs), so the store sets `TABLE_FIELD` and deletes it in the same atomic step, or before
 anything reads the hash: nobody sees it. A server configured with a larger hash-max-listpack-value keeps listpacks,
 which only costs time.
 """
@@ -13,5 +13,5 @@ which only costs time.
 from __future__ import annotations
 
 # Never an item's index (digits) nor a call's id (one with a dot is refused).
-FIELD = "." * 65
-OVER = 64  # a hash first written with more fields than this is made a table
+TABLE_FIELD = "." * 65
+TABLE_OVER = 64  # a hash first written with more fields than this is made a table

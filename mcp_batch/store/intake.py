@@ -18,8 +18,8 @@ from redis.asyncio import Redis
 
 from mcp_batch.keys import Keys
 from mcp_batch.models import Call
-from mcp_batch.store import hash_tables
 from mcp_batch.store.connection import is_cluster
+from mcp_batch.store.hash_tables import TABLE_FIELD
 
 CHUNK = 1_000  # calls per RPUSH, so one huge batch is not one huge command
 STAGE_OVER = 5_000  # a batch with more calls is staged ahead of its MULTI
@@ -77,7 +77,7 @@ async def stage(redis: Redis, keys: Keys, batch_id: str, calls: list[Call], spec
             for chunk_specs, chunk_ids in map(encoded.chunk, range(0, len(encoded.specs), CHUNK))
         ]
         if start == 0:  # the keys exist now: they expire unless the MULTI comes; the ids hash is a table first
-            table = hash_tables.FIELD.encode()
+            table = TABLE_FIELD.encode()
             packed[0] = _packed(b"HSET", ids_key, table, b"") + packed[0] + _packed(b"HDEL", ids_key, table)
             packed[0] += _packed(b"EXPIRE", calls_key, ttl) + _packed(b"EXPIRE", ids_key, ttl)
         return packed, encoded.stored
@@ -118,13 +118,13 @@ async def _stage_on_cluster(redis: Redis, calls_key: str, ids_key: str, calls: l
             stored += encoded.stored
             async with redis.pipeline(transaction=False) as pipe:
                 if start == 0:
-                    pipe.hset(ids_key, hash_tables.FIELD, "")
+                    pipe.hset(ids_key, TABLE_FIELD, "")
                 for chunk_start in range(0, len(encoded.specs), CHUNK):
                     chunk_specs, chunk_ids = encoded.chunk(chunk_start)
                     pipe.rpush(calls_key, *chunk_specs)
                     pipe.hset(ids_key, items=chunk_ids)
                 if start == 0:
-                    pipe.hdel(ids_key, hash_tables.FIELD)
+                    pipe.hdel(ids_key, TABLE_FIELD)
                     pipe.expire(calls_key, STAGED_SECONDS)
                     pipe.expire(ids_key, STAGED_SECONDS)
                 await pipe.execute()

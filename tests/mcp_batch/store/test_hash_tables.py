@@ -6,24 +6,25 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 
 from mcp_batch.keys import Keys
-from mcp_batch.store import Store, hash_tables
+from mcp_batch.store import Store
+from mcp_batch.store.hash_tables import TABLE_FIELD, TABLE_OVER
 from tests.mcp_batch.store.stored import batch, create, record
 
 
 async def table(redis: aioredis.Redis) -> bytes:
-    """The encoding a hash given `hash_tables.FIELD` has on this server."""
+    """The encoding a hash given `TABLE_FIELD` has on this server."""
     value = int((await redis.config_get("hash-max-listpack-value"))["hash-max-listpack-value"])
-    return b"hashtable" if len(hash_tables.FIELD) > value else b"listpack"
+    return b"hashtable" if len(TABLE_FIELD) > value else b"listpack"
 
 
 async def test_a_large_batchs_ids_and_in_flight_hashes_are_tables_holding_only_their_entries(
     redis: aioredis.Redis,
 ) -> None:
     keys, store = Keys(), Store(redis, Keys(), 3600)
-    batch_id, (job,) = await create(store, batch(hash_tables.OVER + 1))
+    batch_id, (job,) = await create(store, batch(TABLE_OVER + 1))
     ids = keys.ids(batch_id)
     assert await redis.object("encoding", ids) == await table(redis)
-    assert await redis.hlen(ids) == hash_tables.OVER + 1 and not await redis.hexists(ids, hash_tables.FIELD)
+    assert await redis.hlen(ids) == TABLE_OVER + 1 and not await redis.hexists(ids, TABLE_FIELD)
 
     first = await store.claims.step(batch_id, job, [], 16)
     inflight = keys.inflight(batch_id)
@@ -40,13 +41,13 @@ async def test_a_large_batchs_ids_and_in_flight_hashes_are_tables_holding_only_t
     await store.claims.step(batch_id, job, [], 1)  # claim 63
     assert await redis.object("encoding", inflight) == await table(redis)
     assert await redis.hlen(inflight) == len(second.claims) + len(third.claims) + 1
-    assert not await redis.hexists(inflight, hash_tables.FIELD)
+    assert not await redis.hexists(inflight, TABLE_FIELD)
 
 
 async def test_a_small_batchs_hashes_stay_lists(redis: aioredis.Redis) -> None:
     keys, store = Keys(), Store(redis, Keys(), 3600)
-    batch_id, (job,) = await create(store, batch(hash_tables.OVER))
+    batch_id, (job,) = await create(store, batch(TABLE_OVER))
     assert await redis.object("encoding", keys.ids(batch_id)) == b"listpack"
-    await store.claims.step(batch_id, job, [], hash_tables.OVER)
+    await store.claims.step(batch_id, job, [], TABLE_OVER)
     assert await redis.object("encoding", keys.inflight(batch_id)) == b"listpack"
-    assert await redis.hlen(keys.inflight(batch_id)) == hash_tables.OVER
+    assert await redis.hlen(keys.inflight(batch_id)) == TABLE_OVER
