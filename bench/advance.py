@@ -33,6 +33,8 @@ from collections import defaultdict
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+from harness import callgrind_argv, callgrind_total, instrument  # the script's own folder
+
 Figures = dict[str, float]
 PORTS = range(6400, 6500)
 CPU = ("used_cpu_user", "used_cpu_sys")  # INFO cpu: the server's process
@@ -52,23 +54,7 @@ def free_port() -> int:
 
 def redis_argv(port: int, workdir: Path, callgrind: bool) -> list[str]:
     argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    if not callgrind:
-        return argv
-    out = workdir / "callgrind.out"
-    return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", *argv]
-
-
-def callgrind_total(workdir: Path, name: str = "callgrind.out") -> int:
-    """Instructions counted in a dump (callgrind writes the last when the server exits; its header's summary is 0)."""
-    totals = [line for line in (workdir / name).read_text().splitlines() if line.startswith("totals:")]
-    return int(totals[-1].split()[1])
-
-
-async def instrument(pid: int, state: str) -> None:
-    """Callgrind's instrumentation of the server on or off, or `dump`: what it counted so far to a file of its own
-    (callgrind.out.1 for the first), the count starting again from zero."""
-    argv = ["callgrind_control", "-d" if state == "dump" else "-i", *([] if state == "dump" else [state]), str(pid)]
-    await asyncio.to_thread(subprocess.run, argv, check=True, capture_output=True)
+    return [*callgrind_argv(workdir), *argv] if callgrind else argv
 
 
 async def child(items: int, per_step: int, callgrind: bool) -> Figures:

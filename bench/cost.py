@@ -16,6 +16,9 @@ a private redis-server). Each round measures every tree in turn (the order alter
      the /healthz requests a concurrent loop sends every ~10 ms meanwhile (and how many answered 503);
   3. GET /v1/batches/{id}/results of a completed `--results-calls` batch: median of 5 requests.
 Every figure is the median over the rounds. The machine is shared by everything here: quote the ratios.
+`--callgrind CALLS` adds, for each tree, one batch of CALLS echo calls (as in 1, one worker) on a stack whose
+redis-server runs under valgrind's callgrind, counting only while that batch runs (its submit included): Redis's
+instructions per item, which the machine's other load does not move.
 """
 
 from __future__ import annotations
@@ -38,12 +41,14 @@ from harness import (  # the script's own folder is on sys.path
     Row,
     Stack,
     Tree,
+    callgrind_total,
     checkout,
     children,
     command_calls,
     cpu_seconds,
     current_tree,
     descendants,
+    instrument,
     load,
     machine,
     redis_cpu,
@@ -138,6 +143,17 @@ async def fast_round(stack: Stack, direct_figures: Figures, calls: int, concurre
     return figures
 
 
+async def counted(tree: Tree, servers: dict[str, Any], settings: dict[str, str], calls: int, concurrency: int) -> float:
+    """Redis's instructions per item of one batch, on a stack whose Redis runs under callgrind."""
+    async with service_stack(tree, servers, 1, settings, callgrind=True) as stack:
+        await warm_up(stack, concurrency)
+        await instrument(stack.redis_pid, "on")
+        await run_batch(stack.http, echo_calls(calls), concurrency)
+        await instrument(stack.redis_pid, "off")
+        await instrument(stack.redis_pid, "dump")
+        return callgrind_total(stack.logs, "callgrind.out.1") / calls
+
+
 async def submit_round(stack: Stack, body: bytes) -> Figures:
     """One big POST to an API with no worker; /healthz polled every ~10 ms meanwhile. Redis is emptied around it."""
     await stack.redis.flushdb()
@@ -201,6 +217,7 @@ def print_report(args: argparse.Namespace, labels: list[str], figures: dict[str,
             ("worker CPU / SDK client CPU", f"w{w}.worker_over_sdk", "{:.2f}"),
             ("API CPU µs/item", f"w{w}.api_cpu", "{:.0f}"),
             ("Redis CPU µs/item", f"w{w}.redis_cpu", "{:.1f}"),
+            (f"Redis instructions/item (callgrind, one batch of {args.callgrind})", f"w{w}.instructions", "{:.0f}"),
             ("backend (node) CPU µs/item, via the service", f"w{w}.backend_cpu", "{:.0f}"),
             ("backend (node) CPU µs/call, direct", f"w{w}.direct_backend", "{:.0f}"),
             ("Redis commands/item (scripts' inner commands and EVALSHA)", f"w{w}.commands", "{:.1f}"),
@@ -232,6 +249,7 @@ async def main() -> None:
     parser.add_argument("--results-calls", type=int, default=10_000)
     parser.add_argument("--cases", default="fast,submit,results", help="which of fast,submit,results to run")
     parser.add_argument("--ref", action="extend", nargs="+", default=[], help="git refs to compare (the before)")
+    parser.add_argument("--callgrind", type=int, default=0, metavar="CALLS", help="also count Redis's instructions")
     args = parser.parse_args()
     cases = set(args.cases.split(","))
     began, load_before = time.perf_counter(), load()
@@ -279,6 +297,9 @@ async def main() -> None:
                 for name, value in (await results_round(stack, batch_id, args.results_calls)).items():
                     figures[tree.label][name].append(value)
             print(f"round {round_ + 1}/{args.rounds} done, load average {load()}", flush=True)
+        for tree in trees if args.callgrind else []:
+            found = await counted(tree, servers, settings, args.callgrind, args.concurrency)
+            figures[tree.label][f"w{args.workers[0]}.instructions"].append(found)
     took = time.perf_counter() - began
     print(f"\nmachine: {machine()}")
     print(f"load average (1, 5, 15 min) at start {load_before}, at end {load()}; {took:.0f} s in all")

@@ -121,18 +121,38 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
 
 
+def callgrind_argv(workdir: Path) -> list[str]:
+    """valgrind's callgrind, to run a server under: it counts nothing until told to (`instrument`), and writes its
+    counts to `workdir`."""
+    return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={workdir / 'callgrind.out'}"]
+
+
+async def instrument(pid: int, state: str) -> None:
+    """Callgrind's counting in a server on or off, or `dump`: what it counted so far to a file of its own
+    (callgrind.out.1 for the first), the count starting again from zero."""
+    argv = ["callgrind_control", "-d" if state == "dump" else "-i", *([] if state == "dump" else [state]), str(pid)]
+    await asyncio.to_thread(subprocess.run, argv, check=True, capture_output=True)
+
+
+def callgrind_total(workdir: Path, name: str = "callgrind.out") -> int:
+    """Instructions counted in a dump (callgrind writes the last when the server exits; its header's summary is 0)."""
+    totals = [line for line in (workdir / name).read_text().splitlines() if line.startswith("totals:")]
+    return int(totals[-1].split()[1])
+
+
 @asynccontextmanager
-async def redis_server(workdir: Path) -> AsyncIterator[tuple[str, int]]:
-    """A private redis-server on a free port: (URL, pid)."""
+async def redis_server(workdir: Path, callgrind: bool = False) -> AsyncIterator[tuple[str, int]]:
+    """A private redis-server on a free port (under callgrind, counting nothing until told): (URL, pid)."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise SystemExit("redis-server is not on PATH")
     port = free_port()
     argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(argv, cwd=workdir, stdout=subprocess.DEVNULL)  # noqa: ASYNC220 - start-up
+    argv = [*callgrind_argv(workdir), *argv] if callgrind else argv
+    proc = subprocess.Popen(argv, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: ASYNC220
     try:
         client = aioredis.Redis(port=port)
-        await wait_until(client.ping, 10, "redis-server")
+        await wait_until(client.ping, 60 if callgrind else 10, "redis-server")
         await client.aclose()
         yield f"redis://127.0.0.1:{port}/0", proc.pid
     finally:
@@ -151,6 +171,7 @@ class Stack:
     api_pid: int
     worker_pids: list[int]
     logs: Path
+    redis_pid: int
 
     def log_tail(self, lines: int = 20) -> str:
         out = []
@@ -182,13 +203,14 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 @asynccontextmanager
 async def service_stack(
-    tree: Tree, servers: dict[str, Any], workers: int, settings: dict[str, str] | None = None
+    tree: Tree, servers: dict[str, Any], workers: int, settings: dict[str, str] | None = None, callgrind: bool = False
 ) -> AsyncIterator[Stack]:
-    """A private Redis, `mcp-batch api` and `workers` x `mcp-batch worker` of `tree`; yields once the API answers
-    /healthz and every worker beats. `settings` are extra MCP_BATCH_* variables."""
+    """A private Redis (`callgrind`: under callgrind, its files in the stack's `logs`), `mcp-batch api` and `workers` x
+    `mcp-batch worker` of `tree`; yields once the API answers /healthz and every worker beats. `settings` are extra
+    MCP_BATCH_* variables."""
     async with AsyncExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcp-batch-bench-")))
-        redis_url, _ = await stack.enter_async_context(redis_server(tmp))
+        redis_url, redis_pid = await stack.enter_async_context(redis_server(tmp, callgrind))
         (tmp / "servers.json").write_text(json.dumps(servers))
         env = clean_env() | {
             "MCP_BATCH_REDIS_URL": redis_url,
@@ -204,7 +226,7 @@ async def service_stack(
         redis = aioredis.Redis.from_url(redis_url)
         stack.push_async_callback(redis.aclose)
         http = await stack.enter_async_context(httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=600))
-        result = Stack(tree, http, redis, redis_url, procs[0].pid, [p.pid for p in procs[1:]], tmp)
+        result = Stack(tree, http, redis, redis_url, procs[0].pid, [p.pid for p in procs[1:]], tmp, redis_pid)
 
         async def healthy() -> bool:
             return (await http.get("/healthz")).status_code == 200
