@@ -73,6 +73,7 @@ class Feeder:
         self._pump: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.lost = False  # the job's lease was taken over
+        self.ended = False  # one of its round trips ended the batch
 
     def finish(self, claim: Claim, record: ItemRecord) -> None:
         """Hand in a finished item; it is stored with the next round trip (this returns at once)."""
@@ -197,6 +198,7 @@ class Feeder:
         if seq is not None and step.next_seq is not None and step.next_seq != seq + len(records):
             self._alone = False
         self._seq = step.next_seq
+        self.ended = self.ended or step.ended
         self._marked = bool(held) or len(step.claims) > free or self._busy + self._waiting > 0
         if self._stored is not None and records:
             self._stored([claim.index for claim, _ in records])

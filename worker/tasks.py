@@ -172,7 +172,8 @@ async def _run_shard(ctx: dict[str, Any], batch_id: str, shard: int, generation:
         # A job ending as Redis goes away waits for it (up to the outage setting) rather than fail: its lease would
         # lapse and the sweep would do the same release later, with an error logged for nothing.
         released = await with_redis_retry(
-            lambda: store.leases.release(batch_id, job, run.ran), outage=settings.redis_outage_seconds
+            lambda: store.leases.release(batch_id, job, run.ran, ended=feeder.ended),
+            outage=settings.redis_outage_seconds,
         )
         if released == "replaced":
             logger.warning(

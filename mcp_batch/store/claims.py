@@ -58,6 +58,7 @@ class Step:
     more: bool  # False: nothing more to claim (the batch is done, halted or gone, or the lease was lost)
     lost: bool = False  # this job's lease was taken over
     next_seq: int | None = None  # the seq the batch's next record takes, as of this step (None: not said)
+    ended: bool = False  # this step ended the batch
 
 
 def _claim(index: Any, raw: bytes, flag: Any) -> Claim:
@@ -135,7 +136,7 @@ class Claims:
         if reply[1]:  # this step ended the batch
             await with_redis_retry(lambda: self.ending.ended(batch_id), outage=self.outage_seconds)
         claims = _claims(reply) if len(reply) > 3 else []
-        return Step(claims, more=state == 1, lost=state == -3, next_seq=int(reply[2]) or None)
+        return Step(claims, more=state == 1, lost=state == -3, next_seq=int(reply[2]) or None, ended=bool(reply[1]))
 
     async def _evalsha(self, keys: list[str], args: list[Any]) -> Any:
         # While Redis is down or loading its append-only file, the finished items a step carries exist only in the

@@ -150,13 +150,14 @@ class Leases:
         renewed, meta, questions = cast(list[Any], await self._start(batch_keys(self.keys, batch_id), args))
         return JobStart(await self._renewed(batch_id, job, renewed, index=False), parse_meta(meta), questions)
 
-    async def release(self, batch_id: str, job: str, ran: Mapping[int, int] | None = None) -> str:
+    async def release(self, batch_id: str, job: str, ran: Mapping[int, int] | None = None, ended: bool = False) -> str:
         """A shard job ran out of items: drop its lease. Claims it still holds go to a replacement job ('replaced':
         the caller queues it): as never dispatched (their replies were lost: Redis stopped before answering), except
         those in `ran` (index: Claim.flag), the claims it ran whose records a failover lost, which go on recovered.
-        `ran` need only name the calls that may not run twice (writes sent, claims recovered)."""
+        `ran` need only name the calls that may not run twice (writes sent, claims recovered). `ended`: the job saw
+        its batch end, so no replacement can follow (an ended batch grants none) and none is indexed first."""
         new_job = shards.job_id(*_next_generation(job))
-        return await self.take_over(batch_id, job, new_job, mode="2", ran=ran)
+        return await self.take_over(batch_id, job, new_job, mode="2", ran=ran, ended=ended)
 
     async def take_over(
         self,
@@ -167,11 +168,13 @@ class Leases:
         never_dispatched: list[int] | None = None,
         mode: str | None = None,
         ran: Mapping[int, int] | None = None,
+        ended: bool = False,
     ) -> str:
         """Hand a shard job's in-flight items to a replacement job (leased to `new_job`, which the caller queues).
 
         Without force, only when the job's lease has lapsed. Returns 'replaced' when the caller must queue
-        `new_job`; 'gone', 'alive', 'queued', 'released' or 'done' when not."""
+        `new_job`; 'gone', 'alive', 'queued', 'released' or 'done' when not. `ended`: the caller saw the batch end
+        (`release`)."""
         clean = ",".join(str(i) for i in never_dispatched or [])
         named = ",".join(f"{index}:{flag}" for index, flag in (ran or {}).items() if flag)
         mode = mode or ("1" if force else "0")
@@ -181,12 +184,15 @@ class Leases:
             queued = str(int(await self._queued(arq_keys, [job])))
         # The replacement is in the index before the batch grants it a lease: a crash after the grant leaves it to
         # lapse there and be taken over in turn; an entry the grant never followed is dropped below, or by the sweep
-        # that finds no such lease.
-        await self.index([new_job], "NX")
+        # that finds no such lease. A batch known to have ended grants none.
+        if not ended:
+            await self.index([new_job], "NX")
         args = [*self._script_args(batch_id), job, new_job, self.lease_ms, mode, self.live_ms, clean, queued, named]
         raw_outcome, raw_ms = cast(list[Any], await self._take_over(self._script_keys(batch_id), args))
         outcome = str(raw_outcome.decode())
-        unneeded = [] if outcome == "replaced" else [new_job]  # the replacement's entry, when the grant never followed
+        if ended and outcome == "replaced":  # never, as an ended batch stays ended; indexed late rather than not
+            await self.index([new_job], "NX")
+        unneeded = [] if outcome == "replaced" or ended else [new_job]  # an entry the grant never followed
         if outcome in ("alive", "queued"):
             await asyncio.gather(self.control.zrem(self.keys.jobs, *unneeded), self.index([job], "", int(raw_ms)))
         elif outcome == "gone":

@@ -53,6 +53,7 @@ async def test_lanes_get_every_item_once_and_every_record_is_stored(redis: aiore
     assert sorted(seen) == list(range(50))
     row = await store.reads.row(batch_id)
     assert row.status == "completed" and row.finished == 50
+    assert feeder.ended  # its last round trip ended the batch
 
 
 async def test_fast_calls_are_read_ahead_and_claims_in_hand_go_back_at_the_end(redis: aioredis.Redis) -> None:

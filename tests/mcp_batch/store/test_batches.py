@@ -12,6 +12,7 @@ from mcp_batch.errors import BatchAlreadyFinished
 from mcp_batch.keys import Keys
 from mcp_batch.store import Store
 from tests.mcp_batch.store.stored import advance, batch, create, lapse, read_document, record, take_lease
+from tests.redis_server import RedisServer
 
 
 async def test_claims_come_in_order_with_their_call_specs(redis: aioredis.Redis) -> None:
@@ -269,3 +270,20 @@ async def test_a_taken_over_or_gone_jobs_start_is_not_renewed(redis: aioredis.Re
     gone = await store.leases.start(batch_id, job, "host-a:1")
     assert not gone.renewed and gone.meta is None
     assert not await redis.exists(Keys().batch(batch_id))  # nothing written for a batch that is gone
+
+
+async def test_a_job_that_saw_its_batch_end_releases_without_indexing_a_replacement(own_redis: RedisServer) -> None:
+    # A Redis of its own: its command counts are the whole server's, which no other test may add to.
+    async with aioredis.Redis.from_url(own_redis.url) as redis:
+        store = Store(redis, Keys(), 3600)
+        batch_id, (job,) = await create(store, batch(1))
+        a = await advance(store, batch_id, job, None, want_next=True)
+        assert a is not None
+        step = await store.claims.step(batch_id, job, [(a, record("ok"))], 1)
+        assert step.ended and not step.more
+        await redis.config_resetstat()
+        assert await store.leases.release(batch_id, job, ended=True) == "done"
+        stats = await redis.info("commandstats")
+        assert "cmdstat_zadd" not in stats  # the replacement's index entry, which its end would only take back
+        assert await redis.zscore(Keys().jobs, job) is None
+        assert await redis.zcard(Keys().jobs) == 0
