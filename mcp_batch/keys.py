@@ -75,7 +75,8 @@ Channels are the server's, not a database's (pub/sub ignores the database number
 they carry its number, `{p}:<db>:events:...`: deployments that share a Redis on different databases never hear each
 other's messages.
 
-    {p}:events:done           channel a batch id, published once when that batch reaches a terminal status
+    {p}:events:done           channel a batch id, published once when that batch reaches a terminal status,
+                                      then `WEBHOOK_DUE` when it has a webhook to send (only the senders wake)
     {p}:events:wake           channel published after each enqueue, so idle workers poll at once
     {p}:events:released       channel a server name, published when one of its leases is released
     {p}:events:cancel         channel a batch id, published when the batch is cancelled
@@ -91,6 +92,7 @@ from dataclasses import dataclass
 
 from arq.constants import in_progress_key_prefix, job_key_prefix
 
+WEBHOOK_DUE = "webhook"  # the done channel's message after a batch with a webhook ends (never a batch id: not hex)
 LIVE_TTL_SECONDS = 7 * 86_400  # an unfinished batch nobody works on any more is dropped after this
 TENANT_TOOLS_TTL_SECONDS = 60  # a tenant's tool list, listed with its own credential, is asked again after this
 PROGRESS_TTL_SECONDS = 3_600  # a running item's progress outlives its last write by this much (a dead worker's)

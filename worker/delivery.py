@@ -26,6 +26,7 @@ from mcp_batch import webhook_urls
 from mcp_batch.contract import document
 from mcp_batch.contract import webhook_policy as webhooks
 from mcp_batch.errors import BatchNotFound
+from mcp_batch.keys import WEBHOOK_DUE
 from mcp_batch.models import WebhookStatus
 from mcp_batch.settings import Settings
 from mcp_batch.store import Store
@@ -147,11 +148,12 @@ class Sender:
 
 
 async def deliver_forever(state: WorkerState) -> None:
-    """Send due webhooks until cancelled: woken by the done channel, or when the next retry is due."""
+    """Send due webhooks until cancelled: woken when a batch with a webhook ends (the done channel's WEBHOOK_DUE, not
+    every end), or when the next retry is due, or every sweep_seconds."""
     settings, done = state.settings, state.done
     async with httpx.AsyncClient(timeout=_TIMEOUT_SECONDS, follow_redirects=False, trust_env=False) as http:
         sender = Sender(settings, state.store, http)
-        with done.watch() as ended:
+        with done.watch(WEBHOOK_DUE) as ended:
             while True:
                 ended.clear()
                 wait: float | None = settings.sweep_seconds

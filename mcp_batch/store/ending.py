@@ -22,7 +22,7 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from mcp_batch.keys import Keys
+from mcp_batch.keys import WEBHOOK_DUE, Keys
 from mcp_batch.store.scripts import RENEW_STEP, SETTLE, TENANT_PART, EndingScript, batch_keys, end_keys
 
 # KEYS: 1 the tenant's stored-until zset, 2 its unfinished count. ARGV: 1 batch id, 2 ms until its bytes are
@@ -83,6 +83,8 @@ class Ending:
             pipe.decrby(self.keys.unfinished, int(left))
             pipe.zrem(self.keys.deadlines, batch_id)
             pipe.publish(self.keys.done_channel, batch_id)
+            if webhook == "1":  # the webhook senders wake on this alone (scripts.py)
+                pipe.publish(self.keys.done_channel, WEBHOOK_DUE)
             await pipe.execute()
         await self.tenant(batch_id, int(left), tenant_unfinished, tenant_stored, ms)
         if idem:

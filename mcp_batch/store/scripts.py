@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_batch.keys import Keys
+from mcp_batch.keys import WEBHOOK_DUE, Keys
 from mcp_batch.models import TERMINAL_BATCH
 
 
@@ -70,9 +70,13 @@ end
 # between the two can strand a count. KEYS after the batch's 8 (`end_keys`): 9 the webhook queue, 10 the service's
 # unfinished count, 11 the deadlines, 12 the done channel (a channel, given here so that no script's ARGV moves).
 # The tenant's and the Idempotency-Key's names are read from the meta hash: a script may touch keys it was not given
-# only off a cluster, which is the only place this form runs.
+# only off a cluster, which is the only place this form runs. A batch with a webhook is said twice on the done channel:
+# its id, for whoever waits on it, then WEBHOOK_DUE, which alone wakes the workers' webhook senders.
 _SETTLE_HERE = (
     TENANT_PART
+    + f"""
+local WEBHOOK_DUE = '{WEBHOOK_DUE}'
+"""
     + """
 local function settle(left, ms)
   local s = redis.call('HMGET', KEYS[1], 'idempotency_key', 'tenant_unfinished', 'tenant_stored', 'webhook_url')
@@ -82,6 +86,7 @@ local function settle(left, ms)
   tenant_part(s[3] or '', s[2] or '', ARGV[2], ms, left)
   if s[1] and s[1] ~= '' then redis.call('PEXPIRE', s[1], ms) end
   redis.call('PUBLISH', KEYS[12], ARGV[2])
+  if s[4] then redis.call('PUBLISH', KEYS[12], WEBHOOK_DUE) end
 end
 """
 )

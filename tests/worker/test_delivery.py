@@ -194,3 +194,11 @@ async def test_each_webhook_is_sent_once_with_two_workers(
     assert sorted(r.headers["X-MCP-Batch-Id"] for r in requests) == sorted(batches)
     assert len(receiver.requests) == len(batches)  # one successful POST per batch, nothing more
     assert states == [{"status": "delivered", "attempts": 1}] * len(batches)
+
+
+async def test_a_webhook_goes_as_its_batch_ends_not_at_the_next_sweep(settings: Settings, receiver: Receiver) -> None:
+    slow = settings.model_copy(update={"sweep_seconds": 60.0})  # only the end's message can wake the sender in time
+    async with running_service(slow) as service, httpx.AsyncClient(base_url=service.base_url, timeout=30) as client:
+        document = await run_batch(client, [{"server": "demo", "tool": "echo"}], webhook_url=receiver.url("/hooks/"))
+        [request] = await receiver.received(1, timeout=10)
+    assert request.headers["X-MCP-Batch-Id"] == document["id"]

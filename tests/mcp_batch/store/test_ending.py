@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 import redis.asyncio as aioredis
 
-from mcp_batch.keys import Keys
+from mcp_batch.keys import WEBHOOK_DUE, Keys
 from mcp_batch.store import Store
 from mcp_batch.store.placement import new_batch_id
 from tests.mcp_batch.store.stored import batch, create, record
@@ -191,3 +191,40 @@ async def test_over_two_clients_an_end_leaves_its_counts_to_the_settle_step(redi
     assert await _counts(redis) == (2, 2)  # a crash here leaves them high, for the repair pass
     await store.claims.ending.settle(batch_id)
     assert await _counts(redis) == (0, 0)
+
+
+async def ends_heard(store: Store, redis: aioredis.Redis, keys: Keys) -> tuple[list[bytes], list[bytes]]:
+    """Two batches ended through `store` (with `keys`), one without a webhook, then one with: their ids, and what the
+    done channel said meanwhile."""
+    listener = redis.pubsub()
+    await listener.subscribe(keys.done_channel)
+    try:
+        ended, heard = [], []
+        for webhook in (None, "https://example.com/hook"):
+            ended.append((batch_id := new_batch_id()).encode())
+            await store.submits.create(batch(1, webhook_url=webhook), 1, batch_id=batch_id)
+            await store.leases.cancel(batch_id)  # nothing in flight: it ends now
+
+        async def all_heard() -> bool:
+            message = await listener.get_message(ignore_subscribe_messages=True, timeout=0.5)
+            if message is not None:
+                heard.append(message["data"])
+            return len(heard) >= 3
+
+        await eventually(all_heard, what="the done messages")
+        if (more := await listener.get_message(ignore_subscribe_messages=True, timeout=0.2)) is not None:
+            heard.append(more["data"])
+        return ended, heard
+    finally:
+        await listener.aclose()
+
+
+async def test_only_an_end_with_a_webhook_says_so_to_the_webhook_senders(redis: aioredis.Redis) -> None:
+    keys = Keys(prefix=f"mcpb-{new_batch_id()[:8]}")  # a channel of its own: no other test worker's ends are heard
+    control = aioredis.Redis(**redis.connection_pool.connection_kwargs)  # another client: the steps' path
+    try:
+        for store in (Store(redis, keys, 3600), Store(redis, keys, 3600, control=control)):
+            (plain, hooked), heard = await ends_heard(store, redis, keys)
+            assert heard == [plain, hooked, WEBHOOK_DUE.encode()]
+    finally:
+        await control.aclose()
