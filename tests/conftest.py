@@ -127,6 +127,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(f"tests share a node id, so a parallel run would skip all but one: {twice[:3]}")
 
 
+@pytest.fixture(autouse=True)
+def collected() -> Iterator[None]:
+    """Each test's garbage is collected as it ends: a connection or stream it left open is reported (as an error, a
+    ResourceWarning) at its own teardown, not at whichever later test the collector happened to run in."""
+    yield
+    gc.collect()
+
+
 @pytest.fixture
 async def redis() -> AsyncIterator[aioredis.Redis]:
     """The test database, emptied before each test."""
