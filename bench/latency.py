@@ -16,7 +16,10 @@ temporary worktree) runs as processes (`mcp-batch api`, `mcp-batch worker`, a pr
      finished to the answer in hand (the done signal, the document's build, the HTTP answer); with --held, each
      size also as one POST ?wait (the submit held for the batch's end: one request);
   2. throughput, for each of --workers: `--calls` echo calls at --concurrency directly and as one batch through
-     each tree (bench/cost.py's round: throughput service/direct, worker CPU per item / SDK client CPU per call).
+     each tree (bench/cost.py's round: throughput service/direct, worker CPU per item / SDK client CPU per call);
+  3. with --cpu-batches N, each size (and with --held each size as one POST ?wait) as N batches back to back through
+     each tree, twice, the trees' order alternating: CPU per batch of the API, the worker, its backend and Redis, and
+     the wall time per batch (the /proc clock ticks at 10 ms: only totals over many batches are exact enough).
 Every figure is a median over the rounds; the machine is shared by everything here: quote the ratios.
 """
 
@@ -35,7 +38,19 @@ from pathlib import Path
 from typing import Any
 
 from cost import SERVER, direct, echo_calls, fast_backend, fast_round, warm_up  # the script's own folder
-from harness import Stack, Tree, checkout, current_tree, load, machine, service_stack, side_by_side
+from harness import (
+    Stack,
+    Tree,
+    checkout,
+    cpu_seconds,
+    current_tree,
+    descendants,
+    load,
+    machine,
+    redis_cpu,
+    service_stack,
+    side_by_side,
+)
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -51,6 +66,8 @@ PARTS = [
 
 
 _ENDED = ("completed", "cancelled", "expired")
+_PROCESSES = [("api", "the API's"), ("worker", "the worker's"), ("backend", "its backend's (node)")]
+_PROCESSES += [("redis", "Redis's")]
 
 
 def _ts(value: str) -> float:
@@ -93,6 +110,23 @@ async def timed_batch(
     for (key, _), begin, end in zip(PARTS[1:], stamps[:-1], stamps[1:], strict=True):
         figures[key] = (end - begin) * 1000
     return figures
+
+
+async def cpu_per_batch(stack: Stack, size: int, count: int, concurrency: int, held: bool) -> dict[str, float]:
+    """`count` batches of `size` echo calls back to back (timed as the latency rounds time them): CPU ms per batch of
+    the API, the worker, its backend and Redis, and the wall ms per batch."""
+    backends = [pid for worker in stack.worker_pids for pid in descendants(worker)]
+
+    def now() -> dict[str, float]:
+        cpu = {"api": cpu_seconds(stack.api_pid), "worker": sum(map(cpu_seconds, stack.worker_pids))}
+        return cpu | {"backend": sum(map(cpu_seconds, backends)), "wall": time.perf_counter()}
+
+    before, redis_before = now(), await redis_cpu(stack.redis)
+    for _ in range(count):
+        await timed_batch(stack, echo_calls(size), concurrency, held)
+    after, redis_after = now(), await redis_cpu(stack.redis)
+    figures = {name: (after[name] - before[name]) / count * 1000 for name in before}
+    return figures | {"redis": (redis_after - redis_before) / count * 1000}
 
 
 @asynccontextmanager
@@ -180,6 +214,7 @@ async def main() -> None:
     parser.add_argument("--throughput-rounds", type=int, default=2, help="0 leaves the throughput table out")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker processes, for throughput")
     parser.add_argument("--ref", action="extend", nargs="+", default=[], help="checkouts (paths) or git refs")
+    parser.add_argument("--cpu-batches", type=int, default=0, help="batches back to back for CPU per batch")
     args = parser.parse_args()
     began, load_before = time.perf_counter(), load()
     backend = fast_backend()
@@ -209,6 +244,15 @@ async def main() -> None:
                     for part, value in found.items():
                         samples[tree.label][f"{key}.{part}"].append(value)
         print(f"latency: {args.rounds} rounds done, load average {load()}", flush=True)
+        spent: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for round_ in range(2 if args.cpu_batches else 0):
+            for tree in trees if round_ % 2 == 0 else trees[::-1]:
+                for key, _ in variants(args):
+                    size, held = int(key.removesuffix("h")), key.endswith("h") and holds[tree.label]
+                    stack, concurrency = stacks[tree.label, 1], min(size, args.concurrency)
+                    for name, value in (await cpu_per_batch(stack, size, args.cpu_batches, concurrency, held)).items():
+                        spent[tree.label][f"{key}.{name}"].append(value)
+            print(f"CPU round {round_ + 1}/2 done, load average {load()}", flush=True)
         throughput: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for round_ in range(args.throughput_rounds):
             order = trees if round_ % 2 == 0 else trees[::-1]
@@ -229,6 +273,13 @@ async def main() -> None:
             print(f"({label} takes no POST ?wait: its POST ?wait rows are a POST then GET ?wait)")
     print()
     print_latency(args, labels, samples)
+    if args.cpu_batches:
+        print(f"\nCPU ms per batch, {args.cpu_batches} batches back to back, mean of 2 interleaved passes\n")
+        rows = []
+        for key, title in variants(args):
+            rows += [(f"**{title}**: wall ms per batch", f"{key}.wall", "{:.2f}")]
+            rows += [(f"{name} CPU", f"{key}.{part}", "{:.2f}") for part, name in _PROCESSES]
+        side_by_side(labels, rows, spent)
     if args.throughput_rounds:
         print(
             f"\nthroughput: {args.calls} echo calls at C={args.concurrency}, "
