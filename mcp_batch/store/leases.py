@@ -190,8 +190,6 @@ class Leases:
         args = [*self._script_args(batch_id), job, new_job, self.lease_ms, mode, self.live_ms, clean, queued, named]
         raw_outcome, raw_ms = cast(list[Any], await self._take_over(self._script_keys(batch_id), args))
         outcome = str(raw_outcome.decode())
-        if ended and outcome == "replaced":  # never, as an ended batch stays ended; indexed late rather than not
-            await self.index([new_job], "NX")
         unneeded = [] if outcome == "replaced" or ended else [new_job]  # an entry the grant never followed
         if outcome in ("alive", "queued"):
             await asyncio.gather(self.control.zrem(self.keys.jobs, *unneeded), self.index([job], "", int(raw_ms)))

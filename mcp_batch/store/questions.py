@@ -71,10 +71,6 @@ class Questions:
     def _keys(self, batch_id: str) -> list[str]:
         return [self.keys.questions(batch_id), self.keys.answers(batch_id)]
 
-    async def settings(self, batch_id: str) -> bytes | None:
-        """The batch's `questions` setting as submitted (JSON), None when it set none."""
-        return await cast(Awaitable[bytes | None], self.redis.hget(self.keys.batch(batch_id), "questions"))
-
     async def ask(self, batch_id: str, index: int, question: bytes, wait_seconds: float) -> None:
         """Store the item's question (replacing an answer left from an earlier one)."""
         ttl = int(wait_seconds * 1000) + _MARGIN_MS

@@ -20,13 +20,10 @@ from mcp_batch.errors import BatchNotFound, ItemNotFound
 from mcp_batch.keys import Keys
 from mcp_batch.models import TERMINAL_BATCH, BatchStatus, ItemStatus
 from mcp_batch.store.batch_row import (
-    META_FIELDS,
-    BatchMeta,
     BatchRow,
     Spec,
     load_head,
     load_spec,
-    parse_meta,
     parse_row,
 )
 from mcp_batch.store.channels import Listener
@@ -105,13 +102,6 @@ class Reads:
         if raw is None:
             raise BatchNotFound(batch_id)
         return BatchStatus(raw.decode())
-
-    async def meta(self, batch_id: str) -> BatchMeta:
-        raw = await cast(Awaitable[list[bytes | None]], self.redis.hmget(self.keys.batch(batch_id), META_FIELDS))
-        meta = parse_meta(raw)
-        if meta is None:
-            raise BatchNotFound(batch_id)
-        return meta
 
     async def row(self, batch_id: str) -> BatchRow:
         """The batch's row, as of now."""

@@ -20,7 +20,8 @@ async def table(redis: aioredis.Redis) -> bytes:
 async def test_a_large_batchs_ids_and_in_flight_hashes_are_tables_holding_only_their_entries(
     redis: aioredis.Redis,
 ) -> None:
-    keys, store = Keys(), Store(redis, Keys(), 3600)
+    keys = Keys()
+    store = Store(redis, keys, 3600)
     batch_id, (job,) = await create(store, batch(TABLE_OVER + 1))
     ids = keys.ids(batch_id)
     assert await redis.object("encoding", ids) == await table(redis)
@@ -45,7 +46,8 @@ async def test_a_large_batchs_ids_and_in_flight_hashes_are_tables_holding_only_t
 
 
 async def test_a_small_batchs_hashes_stay_lists(redis: aioredis.Redis) -> None:
-    keys, store = Keys(), Store(redis, Keys(), 3600)
+    keys = Keys()
+    store = Store(redis, keys, 3600)
     batch_id, (job,) = await create(store, batch(TABLE_OVER))
     assert await redis.object("encoding", keys.ids(batch_id)) == b"listpack"
     await store.claims.step(batch_id, job, [], TABLE_OVER)
