@@ -2,9 +2,10 @@
 carries every record ready and asks for the claims the lanes will need.
 
 Read-ahead: while a batch's calls are fast (under _FAST_CALL on average, where a round trip to Redis is a large part of
-an item), the feeder keeps claims in hand, up to nine per lane, so a lane that finishes starts its next call at once,
-and records are written four lanes' worth at a time while calls run (a quarter of the round trips of a lane's worth:
-each round trip's fixed cost, in Redis and in the worker, is shared by four times the items). Only for a read-only batch
+an item), the feeder keeps claims in hand, up to seventeen per lane, so a lane that finishes starts its next call at
+once, and records are written eight lanes' worth at a time while calls run, each waiting at most _LINGER for the
+others (an eighth of the round trips of a lane's worth: each round trip's fixed cost, in Redis and in the worker, is
+shared by eight times the items, and a record is stored within tens of milliseconds). Only for a read-only batch
 that does not stop on error (`reads_ahead`). A claim in hand is held in Redis against the job like a call in flight (if
 the worker dies, a replacement gets it); one that will not run here is given back. Slow calls gain nothing from it and
 would leave other shards idle at the end while this one holds claims, so then a lane asks for its next claim when it
@@ -28,11 +29,11 @@ from mcp_batch.records import ItemRecord
 from mcp_batch.store.batch_row import BatchMeta
 from mcp_batch.store.claims import Claim, Claims
 
-_LINGER = 0.01  # seconds a finished record may wait for others to share its round trip (read-ahead only)
+_LINGER = 0.03  # seconds a finished record may wait for others to share its round trip (read-ahead only)
 _FAST_CALL = 0.05  # seconds: calls faster than this on average are read ahead
 _PACE = 0.2  # weight of the latest call in the running average of call times
-_AHEAD = 9  # claims in hand per lane while reading ahead, of which lanes may take eight (see Feeder._keep)
-_SHARE = 4  # while reading ahead, a round trip carries about this many lanes' worth of records and claims
+_AHEAD = 17  # claims in hand per lane while reading ahead, of which lanes may take sixteen (see Feeder._keep)
+_SHARE = 8  # while reading ahead, a round trip carries about this many lanes' worth of records and claims
 
 
 def reads_ahead(meta: BatchMeta) -> bool:
@@ -136,8 +137,8 @@ class Feeder:
 
     @property
     def _keep(self) -> int:
-        """Claims in hand that lanes may take without another round trip (the rest are declared held unsent): eight
-        per lane while reading ahead, as many as lanes finish while a round trip tops them up."""
+        """Claims in hand that lanes may take without another round trip (the rest are declared held unsent):
+        sixteen per lane while reading ahead, as many as lanes finish while a round trip tops them up."""
         return (_AHEAD - 1) * self._lanes if self._spare else self._lanes
 
     def _want(self) -> int:
