@@ -126,7 +126,9 @@ class Feeder:
         self._ready.clear()
         self._locked = []
         self._busy = 0  # a lane whose call was handed back stops without finishing it
-        if self._records or self._give_back or self._marked:
+        # The job's marks (busy, held) need no round trip of their own once its batch has ended: the release that
+        # follows drops them.
+        if self._records or self._give_back or (self._marked and not self.ended):
             await self._round(0)
 
     @property

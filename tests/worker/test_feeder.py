@@ -56,6 +56,36 @@ async def test_lanes_get_every_item_once_and_every_record_is_stored(redis: aiore
     assert feeder.ended  # its last round trip ended the batch
 
 
+async def test_a_job_that_saw_its_batch_end_closes_without_another_round_trip(
+    redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(redis, Keys(), 3600)
+    batch_id, (job,) = await create(store, batch(3))
+    feeder = Feeder(store.claims, batch_id, job, lanes=3, read_ahead=True)
+
+    async def lane() -> None:  # as a shard's lane: it asks for its next claim as soon as it finishes one
+        while (claim := await feeder.next()) is not None:
+            feeder.finish(claim, fast())
+
+    await asyncio.gather(*(lane() for _ in range(3)))
+    assert feeder.ended  # and the lanes were waiting at its last round trip: the job's marks are set
+    assert await redis.hget(Keys().batch(batch_id), f"busy:{job}") is not None
+    steps = 0
+    step = store.claims.step
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal steps
+        steps += 1
+        return await step(*args, **kwargs)
+
+    monkeypatch.setattr(store.claims, "step", counted)
+    await feeder.close()
+    assert steps == 0  # its marks go with its lease's release
+    assert await store.leases.release(batch_id, job, ended=True) == "done"
+    marks = [k for k in await redis.hkeys(Keys().batch(batch_id)) if k.split(b":")[0] in (b"busy", b"held")]
+    assert marks == []
+
+
 async def test_fast_calls_are_read_ahead_and_claims_in_hand_go_back_at_the_end(redis: aioredis.Redis) -> None:
     store = Store(redis, Keys(), 3600)
     batch_id, (job,) = await create(store, batch(40))
