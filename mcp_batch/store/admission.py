@@ -4,10 +4,11 @@ each checked and reserved in one atomic script, so concurrent submits never pass
 live on different slots (the service's count on the control plane, the tenant's under its tag), so a submit is three
 steps: the control plane (the service's count, the shard jobs' index entries, the deadline and the webhook's
 fallback) and the tenant's slot (its count and bytes, its list and metadata indexes) together, then the batch's slot
-(its calls, its meta, which makes it exist, and its jobs' leases). A refusal or failure undoes what the steps
-reserved. A crash between steps leaves only what cleans itself: index entries that name no lease, deadline, webhook
-or listed batch of a batch that does not exist (their consumers drop them), and counts a little high (a ceiling met
-early, never passed).
+(its calls, its meta, which makes it exist, and its jobs' leases). Where they are all on one node, the three and the
+jobs' queueing are one script (chain.py, Submits.create). A refusal or failure undoes what the steps reserved. A
+crash between steps leaves only what cleans itself: index entries that name no lease, deadline, webhook or listed
+batch of a batch that does not exist (their consumers drop them), and counts a little high (a ceiling met early,
+never passed).
 
 The stored bytes cost the same whatever the number of the tenant's living batches: a counter of the tenant's bytes, a
 hash of each batch's bytes, and a sorted set of when each batch's bytes are released, on the tenant's node's clock:

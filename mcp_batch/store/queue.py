@@ -20,6 +20,8 @@ worker runs a tenant's higher-priority jobs in that tenant's turns (worker/fair_
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from arq import ArqRedis
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
@@ -38,7 +40,7 @@ SLACK_MS = 1_000  # turns start this far before now, so a million of one tenant'
 # wake), 2 its message, 3 now (ms, the API's clock, as arq's enqueue_job), 4 the keys' life past their score (ms), 5
 # the tenant ('' none: a job taken over, which goes next to the head), 6 TURN_MS, then per job: its id, the serialized
 # job. A job whose key or result exists is left alone, as arq's enqueue_job does. Returns how many were queued.
-_ENQUEUE = f"""
+ENQUEUE = f"""
 local SLACK_MS = {SLACK_MS}
 local now = tonumber(ARGV[3])
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -104,13 +106,21 @@ class JobPick:
         return None if score is None else int(float(score))
 
 
+@dataclass(frozen=True)
+class QueueStep:
+    """The KEYS and ARGV of the ENQUEUE script for some jobs."""
+
+    keys: list[str]
+    args: list[str | int | float | bytes]
+
+
 class JobQueue:
     """Shard jobs into arq's queue, the wake that follows, and one worker's heartbeat."""
 
     def __init__(self, control: Redis, keys: Keys) -> None:
         self.control = control
         self.keys = keys
-        self._enqueue = control.register_script(_ENQUEUE)
+        self._enqueue = control.register_script(ENQUEUE)
 
     async def enqueue(self, batch_id: str, shard: int, job: str, generation: int | None = None) -> None:
         """Queue one shard job under its id (a second job with the same id is refused, as arq refuses it): a job
@@ -121,9 +131,18 @@ class JobQueue:
     async def enqueue_and_wake(self, batch_id: str, jobs: list[str], tenant: str) -> None:
         """Queue a new batch's shard jobs (shard n is `jobs[n]`) in the tenant's turns and wake idle workers, in
         one round trip."""
-        await self._queue([(job, (batch_id, shard)) for shard, job in enumerate(jobs)], tenant, wake=batch_id)
+        step = self.step_to_wake(batch_id, jobs, tenant)
+        await self._enqueue(step.keys, step.args)
+
+    def step_to_wake(self, batch_id: str, jobs: list[str], tenant: str) -> QueueStep:
+        """What `enqueue_and_wake` sends, for a submit that sends it in its own round trip (Submits.create)."""
+        return self._step([(job, (batch_id, shard)) for shard, job in enumerate(jobs)], tenant, wake=batch_id)
 
     async def _queue(self, jobs: list[tuple[str, tuple[object, ...]]], tenant: str | None, wake: str | None) -> None:
+        step = self._step(jobs, tenant, wake)
+        await self._enqueue(step.keys, step.args)
+
+    def _step(self, jobs: list[tuple[str, tuple[object, ...]]], tenant: str | None, wake: str | None) -> QueueStep:
         # As arq's enqueue_job: the job's enqueue time from this clock, the key's life a day past its score; the
         # serializer is the pool's (the worker's pool deserializes with its counterpart).
         pool = self.control
@@ -137,7 +156,7 @@ class JobQueue:
             keys += [job_key_prefix + job, result_key_prefix + job]
             body = serialize_job(JOB_FUNCTION, job_args, {}, None, now, serializer=pool.job_serializer)
             args += [job, body]
-        await self._enqueue(keys, args)
+        return QueueStep(keys, args)
 
     async def wake(self, batch_id: str) -> None:
         """Tell idle workers a job was queued, so they poll now rather than at their next poll."""
@@ -152,4 +171,4 @@ class JobQueue:
         await self.control.zrem(self.keys.workers, worker_id)
 
 
-__all__ = ["Heartbeat", "JobPick", "JobQueue", "queue_name", "wake_channel"]
+__all__ = ["ENQUEUE", "Heartbeat", "JobPick", "JobQueue", "QueueStep", "queue_name", "wake_channel"]

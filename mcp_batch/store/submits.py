@@ -30,9 +30,11 @@ from mcp_batch.store.admission import (
     undo_control,
 )
 from mcp_batch.store.batch_row import LIMITS, BatchRow, dump_specs, load_metadata, new_row, stored_row
-from mcp_batch.store.connection import atomic
+from mcp_batch.store.chain import chain_call, chained
+from mcp_batch.store.connection import atomic, is_cluster
 from mcp_batch.store.intake import STAGE_OVER, Encoded, encode, stage
 from mcp_batch.store.placement import Placement
+from mcp_batch.store.queue import ENQUEUE, QueueStep
 from mcp_batch.tenants import DEFAULT_TENANT
 
 logger = logging.getLogger(__name__)
@@ -42,10 +44,12 @@ UNCAPPED = 2**62  # a ceiling no count reaches
 
 @dataclass(frozen=True)
 class Created:
-    """A batch just stored: its id, and its row as a read right after would see it."""
+    """A batch just stored: its id, its row as a read right after would see it, and whether its jobs were queued
+    in the same step (`Submits.create`'s `queue`)."""
 
     batch_id: str
     row: BatchRow
+    queued: bool = False
 
 
 class Submits:
@@ -71,6 +75,9 @@ class Submits:
         self._control_admit = self.control.register_script(CONTROL_ADMIT)
         self._tenant_admit = redis.register_script(TENANT_ADMIT)
         self._batch_admit = redis.register_script(BATCH_ADMIT)
+        # Where the control plane is the data plane's one node, a submit's steps and its jobs' queueing are one script.
+        self._one_node = self.control is redis and not is_cluster(redis)
+        self._in_one = redis.register_script(chained(CONTROL_ADMIT, TENANT_ADMIT, BATCH_ADMIT, ENQUEUE))
         self._placement = Placement(redis)
 
     def new_id(self) -> str:
@@ -95,11 +102,13 @@ class Submits:
         max_unfinished_items: int = UNCAPPED,
         tenant_max_unfinished_items: int | None = None,
         settings_from: Mapping[str, str] | None = None,
+        queue: QueueStep | None = None,
     ) -> Created:
         """Store a validated batch atomically (one script per slot): all of it, or nothing. `jobs`: its shard jobs,
         leased from now (a job lost before it is queued is taken over when its lease lapses); `traceparent`, the
         submit's span, is the parent of the workers' spans. `settings_from`: a retry's, each setting it kept and the
-        batch it came from.
+        batch it came from. `queue`: the jobs' queueing (JobQueue.step_to_wake), sent in the same round trip as the
+        steps where the control plane is the data plane's one node (`Created.queued`); else the caller queues them.
 
         The ceilings, checked in the same atomic step that stores the batch (nothing is stored past one, and a 429
         after `retry_after` is raised): `max_unfinished_items`, the service's unfinished items, and
@@ -144,11 +153,23 @@ class Submits:
             mine = tenant_args(
                 batch_id, n, tenant_max_unfinished_items, stored, max_stored_bytes, self.live_ms, created_us
             )
+            steps = [(control_keys(keys), control), (tenant_keys(keys, tenant, request.metadata), mine)]
+            timing, calls = (self.live_ms, self.lease_ms), (encoded.specs, encoded.ids)
+            stored_step = batch_admit_call(keys, batch_id, timing, jobs, fields, calls)
+            if queue is not None and self._one_node:
+                try:
+                    replies = await self._in_one(*chain_call([*steps, stored_step, (queue.keys, queue.args)]))
+                except BaseException:
+                    written = True  # it may have run: its batch goes (its counts stay a little high, as after a crash)
+                    raise
+                # A step runs only once the one before it reserved: the control step's refusal comes first.
+                taken = [len(replies) > 1, len(replies) > 2]
+                for reply in replies[:2]:
+                    check_admitted(reply, stored, ceilings, retry_after)
+                return Created(batch_id, stored_row(fields).as_of(time.time()), queued=True)
             # The two slots' steps go together: one round trip's wait. The control step's refusal is told first.
             replies = await asyncio.gather(
-                self._control_admit(control_keys(keys), control),
-                self._tenant_admit(tenant_keys(keys, tenant, request.metadata), mine),
-                return_exceptions=True,
+                self._control_admit(*steps[0]), self._tenant_admit(*steps[1]), return_exceptions=True
             )
             taken = [not isinstance(reply, BaseException) and int(reply[0]) == 0 for reply in replies]
             for reply in replies:
@@ -156,8 +177,7 @@ class Submits:
                     raise reply
                 check_admitted(reply, stored, ceilings, retry_after)
             written = True
-            timing, calls = (self.live_ms, self.lease_ms), (encoded.specs, encoded.ids)
-            await self._batch_admit(*batch_admit_call(keys, batch_id, timing, jobs, fields, calls))
+            await self._batch_admit(*stored_step)
         except BaseException:
             undo = (taken[0], taken[1], written)
             await self._take_back(batch_id, (tenant, request.metadata), jobs, (n, stored), undo)

@@ -102,12 +102,14 @@ async def _store_and_queue(
         retry_after=settings.backpressure_retry_after_seconds,
         max_unfinished_items=settings.max_unfinished_items,
         tenant_max_unfinished_items=caller.max_unfinished_items,
+        queue=store.queue.step_to_wake(batch_id, jobs, caller.tenant),
     )
-    try:
-        await store.queue.enqueue_and_wake(batch_id, jobs, caller.tenant)
-    except BaseException:
-        await store.submits.delete(batch_id, jobs)
-        raise
+    if not created.queued:  # the control plane is another Redis: the jobs go in a round trip of their own
+        try:
+            await store.queue.enqueue_and_wake(batch_id, jobs, caller.tenant)
+        except BaseException:
+            await store.submits.delete(batch_id, jobs)
+            raise
     services.metrics.batch_submitted()
     return created
 

@@ -1,18 +1,22 @@
-"""A submit's ceilings against the real Redis: what it costs whatever the tenant keeps alive, and the stored bytes
-it holds until its batch is gone (ended and expired, abandoned and expired, or removed unqueued)."""
+"""A submit's ceilings against the real Redis: what it costs whatever the tenant keeps alive, the stored bytes it
+holds until its batch is gone (ended and expired, abandoned and expired, or removed unqueued), and its steps and its
+jobs' queueing as one script where the control plane is the data plane's one node."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from arq import ArqRedis
 
+from mcp_batch import shards
 from mcp_batch.errors import Backpressure, StoredBytesCeiling
 from mcp_batch.keys import Keys
 from mcp_batch.store import Store
 from mcp_batch.store.placement import new_batch_id
-from mcp_batch.store.submits import Submits
+from mcp_batch.store.submits import Created, Submits
 from tests.mcp_batch.store.stored import batch
 from tests.redis_server import RedisServer
 from tests.support import eventually
@@ -175,3 +179,67 @@ async def test_a_submit_one_ceiling_refuses_takes_back_what_the_other_step_reser
     assert await counts(redis) == before
     await store.submits.create(batch(3), 1, max_unfinished_items=5, tenant_max_unfinished_items=5)
     assert await counts(redis) != before
+
+
+def one_node(redis: aioredis.Redis) -> Store:
+    """A store whose control plane (arq's pool) is its data plane's one Redis, as `mcp-batch api` makes it."""
+    return Store(ArqRedis(redis.connection_pool, default_queue_name=Keys().queue), Keys(), 3600)
+
+
+async def queued_jobs(redis: aioredis.Redis) -> list[bytes]:
+    return list(await redis.zrange(Keys().queue, 0, -1))
+
+
+async def test_on_one_node_a_submit_stores_and_queues_its_batch_and_wakes_the_workers_in_one_round_trip(
+    own_redis: RedisServer,
+) -> None:
+    async with aioredis.Redis.from_url(own_redis.url) as redis:
+        store = one_node(redis)
+
+        async def submit() -> Created:
+            batch_id = new_batch_id()
+            jobs = [shards.job_id(batch_id, 0)]
+            step = store.queue.step_to_wake(batch_id, jobs, "default")
+            return await store.submits.create(batch(3), 1, batch_id=batch_id, jobs=jobs, queue=step)
+
+        await submit()  # the first loads the script
+        async with redis.pubsub() as wakes:
+            await wakes.subscribe(Keys().wake_channel)
+            await wakes.get_message(timeout=1)  # the subscription's own message
+            before = (await redis.info("commandstats"))["cmdstat_evalsha"]["calls"]
+            created = await submit()
+            after = (await redis.info("commandstats"))["cmdstat_evalsha"]["calls"]
+            woken = await wakes.get_message(ignore_subscribe_messages=True, timeout=5)
+        assert created.queued and after - before == 1
+        assert woken is not None and woken["data"].decode() == created.batch_id
+        assert (await store.reads.row(created.batch_id)).total == 3
+        assert shards.job_id(created.batch_id, 0).encode() in await queued_jobs(redis)
+
+
+async def test_on_one_node_a_refused_submit_stores_queues_and_counts_nothing(redis: aioredis.Redis) -> None:
+    store = one_node(redis)
+    await store.submits.create(batch(2), 1)
+    before = await counts(redis)
+    refusals: list[tuple[type[Exception], dict[str, Any]]] = [
+        (Backpressure, {"max_unfinished_items": 4}),  # the control step's: the tenant's never ran
+        (Backpressure, {"tenant_max_unfinished_items": 4}),  # the tenant's: the control step's is taken back
+        (StoredBytesCeiling, {"max_stored_bytes": 1}),
+    ]
+    for refusal, ceiling in refusals:
+        batch_id = new_batch_id()
+        jobs = [shards.job_id(batch_id, 0)]
+        step = store.queue.step_to_wake(batch_id, jobs, "default")
+        with pytest.raises(refusal):
+            await store.submits.create(batch(3), 1, batch_id=batch_id, jobs=jobs, queue=step, **ceiling)
+        assert await counts(redis) == before, ceiling
+        assert await queued_jobs(redis) == [] and await gone(redis, batch_id)
+
+
+async def test_with_the_control_plane_elsewhere_the_caller_queues_the_jobs(redis: aioredis.Redis) -> None:
+    control = ArqRedis(redis.connection_pool, default_queue_name=Keys().queue)
+    store = Store(redis, Keys(), 3600, control=control)  # two clients: two Redis, as far as the store knows
+    batch_id = new_batch_id()
+    jobs = [shards.job_id(batch_id, 0)]
+    step = store.queue.step_to_wake(batch_id, jobs, "default")
+    created = await store.submits.create(batch(3), 1, batch_id=batch_id, jobs=jobs, queue=step)
+    assert not created.queued and await queued_jobs(redis) == []
