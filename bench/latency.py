@@ -66,8 +66,12 @@ PARTS = [
 
 
 _ENDED = ("completed", "cancelled", "expired")
-_PROCESSES = [("api", "the API's"), ("worker", "the worker's"), ("backend", "its backend's (node)")]
-_PROCESSES += [("redis", "Redis's")]
+_PROCESSES = [
+    ("api", "the API's"),
+    ("worker", "the worker's"),
+    ("backend", "its backend's (node)"),
+    ("redis", "Redis's"),
+]
 
 
 def _ts(value: str) -> float:

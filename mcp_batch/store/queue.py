@@ -131,16 +131,19 @@ class JobQueue:
     async def enqueue_and_wake(self, batch_id: str, jobs: list[str], tenant: str) -> None:
         """Queue a new batch's shard jobs (shard n is `jobs[n]`) in the tenant's turns and wake idle workers, in
         one round trip."""
-        step = self.step_to_wake(batch_id, jobs, tenant)
-        await self._enqueue(step.keys, step.args)
+        await self.send(self.step_to_wake(batch_id, jobs, tenant))
 
     def step_to_wake(self, batch_id: str, jobs: list[str], tenant: str) -> QueueStep:
-        """What `enqueue_and_wake` sends, for a submit that sends it in its own round trip (Submits.create)."""
+        """What `enqueue_and_wake` sends, for a submit that sends it in its own round trip (Submits.create), or with
+        `send` when that could not."""
         return self._step([(job, (batch_id, shard)) for shard, job in enumerate(jobs)], tenant, wake=batch_id)
 
-    async def _queue(self, jobs: list[tuple[str, tuple[object, ...]]], tenant: str | None, wake: str | None) -> None:
-        step = self._step(jobs, tenant, wake)
+    async def send(self, step: QueueStep) -> None:
+        """Queue the jobs of a step made here (`step_to_wake`)."""
         await self._enqueue(step.keys, step.args)
+
+    async def _queue(self, jobs: list[tuple[str, tuple[object, ...]]], tenant: str | None, wake: str | None) -> None:
+        await self.send(self._step(jobs, tenant, wake))
 
     def _step(self, jobs: list[tuple[str, tuple[object, ...]]], tenant: str | None, wake: str | None) -> QueueStep:
         # As arq's enqueue_job: the job's enqueue time from this clock, the key's life a day past its score; the

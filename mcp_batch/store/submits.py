@@ -31,7 +31,7 @@ from mcp_batch.store.admission import (
 )
 from mcp_batch.store.batch_row import LIMITS, BatchRow, dump_specs, load_metadata, new_row, stored_row
 from mcp_batch.store.chain import chain_call, chained
-from mcp_batch.store.connection import atomic, is_cluster
+from mcp_batch.store.connection import atomic
 from mcp_batch.store.intake import STAGE_OVER, Encoded, encode, stage
 from mcp_batch.store.placement import Placement
 from mcp_batch.store.queue import ENQUEUE, QueueStep
@@ -75,8 +75,8 @@ class Submits:
         self._control_admit = self.control.register_script(CONTROL_ADMIT)
         self._tenant_admit = redis.register_script(TENANT_ADMIT)
         self._batch_admit = redis.register_script(BATCH_ADMIT)
-        # Where the control plane is the data plane's one node, a submit's steps and its jobs' queueing are one script.
-        self._one_node = self.control is redis and not is_cluster(redis)
+        # Both planes one Redis (as Ending.one_node): a submit's steps and its jobs' queueing are one script.
+        self._one_node = self.control is redis
         self._in_one = redis.register_script(chained(CONTROL_ADMIT, TENANT_ADMIT, BATCH_ADMIT, ENQUEUE))
         self._placement = Placement(redis)
 

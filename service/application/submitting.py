@@ -86,6 +86,7 @@ async def _store_and_queue(
         count = shards.plan(*shape, live, settings.max_shards, settings.shard_min_items)
     batch_id = store.submits.new_id()
     jobs = [shards.job_id(batch_id, shard) for shard in range(count)]
+    queueing = store.queue.step_to_wake(batch_id, jobs, caller.tenant)
     created = await store.submits.create(
         request,
         concurrency,
@@ -102,11 +103,11 @@ async def _store_and_queue(
         retry_after=settings.backpressure_retry_after_seconds,
         max_unfinished_items=settings.max_unfinished_items,
         tenant_max_unfinished_items=caller.max_unfinished_items,
-        queue=store.queue.step_to_wake(batch_id, jobs, caller.tenant),
+        queue=queueing,
     )
     if not created.queued:  # the control plane is another Redis: the jobs go in a round trip of their own
         try:
-            await store.queue.enqueue_and_wake(batch_id, jobs, caller.tenant)
+            await store.queue.send(queueing)
         except BaseException:
             await store.submits.delete(batch_id, jobs)
             raise
